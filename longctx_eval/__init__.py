@@ -1,0 +1,51 @@
+"""longctx-eval: exact, reproducible long-context evaluation. Plugins import only the names below."""
+
+from longctx_eval.errors import (
+    ConfigError,
+    DataError,
+    LongctxError,
+    PrerequisiteError,
+    RunFileError,
+    TaskDefinitionError,
+)
+from longctx_eval.hashing import sha256_json
+from longctx_eval.metrics.aggregate import Metric, mean, rate
+from longctx_eval.metrics.retrieval import first_covering_rank, recall_at
+from longctx_eval.metrics.text_match import contains_answer, is_empty, normalize
+from longctx_eval.provenance import __version__
+from longctx_eval.sample import Hit, Prediction, Request, RetrievalParams, Sample, Score
+from longctx_eval.task import Requirement, Task, TaskInfo, any_of, gold_answer_oracle, task
+from longctx_eval.text.tokenizer import Encoded, Tokenizer
+
+__all__ = [
+    "ConfigError",
+    "DataError",
+    "Encoded",
+    "Hit",
+    "LongctxError",
+    "Metric",
+    "Prediction",
+    "PrerequisiteError",
+    "Request",
+    "Requirement",
+    "RetrievalParams",
+    "RunFileError",
+    "Sample",
+    "Score",
+    "Task",
+    "TaskDefinitionError",
+    "TaskInfo",
+    "Tokenizer",
+    "__version__",
+    "any_of",
+    "contains_answer",
+    "first_covering_rank",
+    "gold_answer_oracle",
+    "is_empty",
+    "mean",
+    "normalize",
+    "rate",
+    "recall_at",
+    "sha256_json",
+    "task",
+]

@@ -1,0 +1,38 @@
+"""One error hierarchy: the CLI prints any LongctxError as one line, without a traceback."""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+
+class LongctxError(Exception):
+    """Base of every error the suite raises on purpose; its message says what, where and what was expected."""
+
+
+class ConfigError(LongctxError):
+    """A configuration value, CLI argument or model spec is malformed or unknown."""
+
+
+class TaskDefinitionError(LongctxError):
+    """A task plugin is malformed: raised at discovery, naming the file and the expected form."""
+
+
+class RunFileError(LongctxError):
+    """A run file or predictions file is corrupt or does not match the schema."""
+
+
+class DataError(LongctxError):
+    """Input data (a source, a corpus file, a length request) cannot be used as asked."""
+
+
+class PrerequisiteError(LongctxError):
+    """Something the run needs is not installed or cannot be loaded offline."""
+
+
+def did_you_mean(name: str, known: Iterable[str]) -> str:
+    """A ' Did you mean X? Known: a, b, c.' suffix for an unknown name."""
+    known = sorted(set(known))
+    close = difflib.get_close_matches(name, known, n=1)
+    hint = f" Did you mean {close[0]!r}?" if close else ""
+    return f"{hint} Known: {', '.join(known) if known else '(none)'}."

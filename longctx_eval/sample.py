@@ -1,0 +1,79 @@
+"""The records that flow through a run: Sample -> Request -> Prediction -> Score."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Status = Literal["ok", "over_length", "error"]
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One evaluation item with its exact gold; strata (target_tokens, depth, ...) live in `metadata`."""
+
+    id: str
+    context: str
+    question: str
+    gold: Mapping[str, Any]
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class RetrievalParams:
+    """How a retriever reads a request: chunk budget and overlap (tokens of its own tokenizer), depth k."""
+
+    chunk_tokens: int = 128
+    chunk_overlap: int = 16
+    k: int = 10
+
+
+@dataclass(frozen=True)
+class Request:
+    """What a model adapter receives: the full prompt for generators, context + query for retrievers."""
+
+    sample_id: str
+    prompt: str
+    context: str
+    query: str
+    max_new_tokens: int = 32
+    retrieval: RetrievalParams = field(default_factory=RetrievalParams)
+    extra: Mapping[str, Any] = field(default_factory=dict)
+    """Task-specific structured input (e.g. tokens and gold mentions for a coreference system)."""
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk: its global character span in the context, its rank score."""
+
+    char_start: int
+    char_end: int
+    score: float
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A model's answer to one request, with the measured lengths that make the result honest."""
+
+    text: str | None = None
+    hits: tuple[Hit, ...] = ()
+    status: Status = "ok"
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+    seconds: float = 0.0
+    error: str | None = None
+    data: Mapping[str, Any] | None = None
+    """Structured output (e.g. predicted clusters) for capabilities that do not answer in text."""
+    parts: tuple[Prediction, ...] = ()
+    """When a task sends several requests for one sample, their predictions, in request order."""
+
+
+@dataclass(frozen=True)
+class Score:
+    """Named per-sample values (e.g. score, empty, recall@5); a metric reduces one name over samples."""
+
+    values: Mapping[str, float]
+
+    def __getitem__(self, key: str) -> float:
+        return self.values[key]
