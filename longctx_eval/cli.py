@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -59,6 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     schema = sub.add_parser("schema", help="write the run-file JSON Schema")
     schema.add_argument("--out", type=Path, default=Path("leaderboards/schema.json"))
+    for module in EXTRA_COMMAND_MODULES:
+        importlib.import_module(module).add_parser(sub)
     return parser
 
 
@@ -75,20 +78,27 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+CORE_COMMANDS = {
+    "run": "cmd_run",
+    "tasks": "cmd_tasks",
+    "score": "cmd_score",
+    "leaderboard": "cmd_leaderboard",
+    "validate-task": "cmd_validate",
+    "schema": "cmd_schema",
+}
+EXTRA_COMMAND_MODULES = ()
+"""Modules adding subcommands: each has `add_parser(subparsers)` whose parsers set `func=handler`."""
+
+
 def _dispatch(args: argparse.Namespace) -> int:
+    if getattr(args, "func", None) is not None:
+        return args.func(args)
     from longctx_eval import commands
 
-    handler = {
-        "run": commands.cmd_run,
-        "tasks": commands.cmd_tasks,
-        "score": commands.cmd_score,
-        "leaderboard": commands.cmd_leaderboard,
-        "validate-task": commands.cmd_validate,
-        "schema": commands.cmd_schema,
-    }.get(args.command)
-    if handler is None:
+    name = CORE_COMMANDS.get(args.command)
+    if name is None:
         raise ConfigError(f"unknown command {args.command!r}")
-    return handler(args)
+    return getattr(commands, name)(args)
 
 
 if __name__ == "__main__":

@@ -15,7 +15,7 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-console = Console(stderr=True)
+console = Console(stderr=True, soft_wrap=True)
 
 
 def progress_bar() -> Progress:

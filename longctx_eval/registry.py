@@ -47,9 +47,11 @@ def _import_file(path: Path) -> list[TaskInfo]:
     take_pending()
     try:
         spec.loader.exec_module(module)
-    except TaskDefinitionError:
+    except TaskDefinitionError as exc:
         del sys.modules[modname]
-        raise
+        if str(exc).startswith(str(path)):
+            raise
+        raise TaskDefinitionError(f"{path}{_line_in(path, exc)}: {exc}") from exc
     except Exception as exc:
         del sys.modules[modname]
         line = _line_in(path, exc)
