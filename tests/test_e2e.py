@@ -104,5 +104,8 @@ def test_killed_run_resumes_to_the_same_result(tmp_path, tiny_llama_dir):
     again = _run_cli(["run", *common, "--out", str(out)])
     assert again.wait(timeout=300) == 0
     assert len(_lines(preds)) == 10  # resumed: only the missing samples were generated
-    got, want = _results(out / tiny_llama_dir.name / "run.json"), _results(tmp_path / "ref" / tiny_llama_dir.name / "run.json")
+    got, want = (
+        _results(out / tiny_llama_dir.name / "run.json"),
+        _results(tmp_path / "ref" / tiny_llama_dir.name / "run.json"),
+    )
     assert got == want

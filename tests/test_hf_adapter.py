@@ -41,6 +41,8 @@ def test_over_long_prompts_are_reported_not_truncated(tmp_path, tiny_llama_dir, 
     run = json.loads((run_dir / "run.json").read_text())
     task = run["tasks"][0]
     assert task["over_length"] == 2 and task["n_samples"] == 4
-    rate = {r["length"]: r["value"] for r in task["results"] if r["metric"] == "over_length_rate" and r["depth"] is None}
+    rate = {
+        r["length"]: r["value"] for r in task["results"] if r["metric"] == "over_length_rate" and r["depth"] is None
+    }
     assert rate == {None: 0.5, 256: 0.0, 1024: 1.0}
     assert run["model"]["context_window"] == 512 and run["model"]["params"] > 0
