@@ -219,6 +219,10 @@ def haystack_text(
         budget = int(chars * want / max(n, 1) * 1.1) + 512
 
 
+_FILLERS = ("\n", ".", " .", "\n\n", "..", ".\n", " ..", "\n.\n")
+"""Tried in order when no cut of the text itself gives the exact length."""
+
+
 def fit_length(
     build: Callable[[int], str],
     k0: int,
@@ -254,6 +258,15 @@ def fit_length(
         step = k + target - seen[k]
         k = step if below < step < above and step not in seen else (below + above + 1) // 2
         k = min(max(k, lo), hi)
+    if below in seen and target - seen[below] <= 2:
+        # Adjacent cuts straddle the target (a character of several tokens sits at the cut): end the
+        # text just before it with one or two single-token fillers instead, deterministically.
+        base = build(below)
+        for filler in _FILLERS:
+            text = base + filler
+            enc = tokenizer.encode(text)
+            if len(enc.ids) == target:
+                return text, enc if offsets else None
     got = sorted(set(seen.values()), key=lambda c: abs(c - target))[:3]
     raise NoExactCut(
         f"could not cut the haystack to exactly {target} tokens in tokenizer {tokenizer.name!r} "

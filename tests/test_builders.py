@@ -208,6 +208,21 @@ def test_multi_token_characters_still_fit_exactly(tmp_path, bpe_tokenizer):
     assert doc.context[doc.needle_start : doc.needle_end] == doc.needle
 
 
+def test_needles_fit_exactly_in_dialogue_heavy_text(tmp_path, bpe_tokenizer):
+    # Regression: in text dense with curly quotes and emoji every retry could land on another
+    # multi-token character at the cut; a single-token filler now ends such texts exactly.
+    rng = random.Random(3)
+    pieces = ["“Yes,”", "“No!”", "he said", "😀", "“Well…”", "she", "replied", "—", "quietly."]
+    paragraphs = [" ".join(rng.choice(pieces) for _ in range(rng.randint(5, 40))) for _ in range(400)]
+    (tmp_path / "d.txt").write_text("\n\n".join(paragraphs), encoding="utf-8")
+    source = get_source(f"files:{tmp_path}")
+    for target in range(300, 420, 7):
+        for depth in (0.0, 0.25, 0.5, 0.75, 1.0):
+            doc = build_needle_doc(source, bpe_tokenizer, target, depth, random.Random(target))
+            assert bpe_tokenizer.count(doc.context) == target
+            assert doc.context[doc.needle_start : doc.needle_end] == doc.needle
+
+
 # --- needles ----------------------------------------------------------------------------------------
 
 
