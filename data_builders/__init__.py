@@ -16,12 +16,15 @@ from data_builders.needle import (
     build_needle_doc,
     needle_question,
 )
+from data_builders.sources import AustenSource, HFSource
 from data_builders.synthetic_narrative import narrative_paragraphs
 
 __all__ = [
     "MAGIC_NUMBER",
     "PASSCODE",
+    "AustenSource",
     "FilesSource",
+    "HFSource",
     "HaystackSource",
     "NeedleDoc",
     "NeedleTemplate",

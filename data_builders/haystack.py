@@ -8,7 +8,7 @@ import random
 import re
 from bisect import bisect_right
 from collections.abc import Callable, Iterator
-from functools import cached_property
+from functools import cached_property, lru_cache
 from itertools import accumulate
 from pathlib import Path
 from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
@@ -120,12 +120,11 @@ def _files(arg: str) -> HaystackSource:
 
 
 register_source("synthetic", _synthetic)
-register_source("default", _synthetic)
 register_source("files", _files)
 
 
 def get_source(spec: str = "synthetic") -> HaystackSource:
-    """Resolve a source spec: "synthetic" (also "default"), "files:<glob>", or a registered name."""
+    """Resolve a source spec: "synthetic", "files:<glob>", "austen" (also "default"), "hf:<name>", ..."""
     if not isinstance(spec, str):
         raise ConfigError(f"haystack source: expected a string such as 'synthetic' or 'files:<glob>', got {spec!r}")
     name, _, arg = spec.partition(":")
@@ -156,6 +155,7 @@ class NoExactCut(DataError):
         self.near_token = near_token
 
 
+@lru_cache(maxsize=2)  # every depth of one (length, repetition) asks for the same haystack
 def haystack_text(
     source: HaystackSource,
     tokenizer: Tokenizer,

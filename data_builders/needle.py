@@ -130,15 +130,20 @@ def build_needle_doc(
     rng: random.Random,
     *,
     template: NeedleTemplate = MAGIC_NUMBER,
+    haystack_seed: int | None = None,
 ) -> NeedleDoc:
-    """A needle inserted at the sentence boundary nearest `depth`, in a context of exactly target_tokens."""
+    """A needle inserted at the sentence boundary nearest `depth`, in a context of exactly target_tokens.
+
+    `haystack_seed` (default: drawn from `rng`) lets several needles share one haystack, as the HF export does.
+    """
     if isinstance(target_tokens, bool) or not isinstance(target_tokens, int) or target_tokens < 1:
         raise ConfigError(f"target_tokens: expected a positive integer, got {target_tokens!r}")
     if isinstance(depth, bool) or not isinstance(depth, int | float) or not 0.0 <= depth <= 1.0:
         raise ConfigError(f"depth: expected a number from 0.0 to 1.0, got {depth!r}")
     key = make_key(rng)
     value = make_value(rng, template.value_kind)
-    haystack_seed = rng.getrandbits(32)
+    drawn = rng.getrandbits(32)  # drawn even when given, so `rng` advances the same either way
+    haystack_seed = drawn if haystack_seed is None else haystack_seed
     needle = template.needle.format(key=key, value=value)
     needle_tokens = tokenizer.count(" " + needle)
     minimum = needle_tokens + MIN_HAYSTACK_TOKENS

@@ -6,6 +6,7 @@ import random
 from collections.abc import Iterator
 
 from data_builders import build_needle_doc, get_source, needle_question
+from data_builders.needle_dataset import depth_grid, haystack_seed
 from longctx_eval import (
     Prediction,
     Request,
@@ -28,16 +29,10 @@ RETRIEVAL = RetrievalParams(chunk_tokens=128, chunk_overlap=16, k=10)
 KS = (1, 3, 5)
 
 
-def depth_grid(n: int) -> list[float]:
-    """`n` evenly spaced depths from 0 (start) to 1 (end)."""
-    return [0.5] if n == 1 else [round(i / (n - 1), 4) for i in range(n)]
-
-
 def question_after_context(sample: Sample) -> Request:
     """The document first, then the question; retrievers get the document and the question as query."""
     prompt = (
-        "Read the following text and answer the question after it.\n\n"
-        f"{sample.context}\n\nQuestion: {sample.question}"
+        f"Read the following text and answer the question after it.\n\n{sample.context}\n\nQuestion: {sample.question}"
     )
     return Request(sample.id, prompt, sample.context, sample.question, max_new_tokens=32, retrieval=RETRIEVAL)
 
@@ -58,7 +53,7 @@ def needle_score(sample: Sample, pred: Prediction) -> Score:
 
 @task(
     name="needle",
-    version="1",
+    version="3",
     requires=any_of("generate", "retrieve"),
     default_lengths=[1024, 2048, 4096, 8192],
     description="Single needle with a random value, length x depth grid; containment or recall@k",
@@ -69,7 +64,7 @@ def needle(
     tokenizer: Tokenizer | None = None,
     depths: int = 5,
     per_cell: int = 1,
-    source: str = "synthetic",
+    source: str = "austen",
 ) -> Task:
     def samples() -> Iterator[Sample]:
         if tokenizer is None:
@@ -79,7 +74,9 @@ def needle(
             for depth in depth_grid(depths):
                 for rep in range(per_cell):
                     rng = random.Random(sha256_json([seed, length, depth, rep]))
-                    doc = build_needle_doc(src, tokenizer, length, depth, rng)
+                    # every depth of one (length, repetition) shares one haystack, as the built dataset does
+                    hseed = haystack_seed(seed, length, rep)
+                    doc = build_needle_doc(src, tokenizer, length, depth, rng, haystack_seed=hseed)
                     yield Sample(
                         id=f"L{length}-d{depth:.2f}-r{rep}",
                         context=doc.context,

@@ -120,7 +120,8 @@ def test_assemble_is_exact_for_any_length(bpe_tokenizer, n_tokens, seed):
 
 def test_assemble_is_deterministic(tok, synthetic):
     a = assemble(synthetic, tok, 2048, 11)
-    assert a == assemble(get_source("default"), tok, 2048, 11)
+    assert a == assemble(get_source("synthetic"), tok, 2048, 11)
+    assert get_source("default") is get_source("austen")
     assert a != assemble(synthetic, tok, 2048, 12)
 
 

@@ -1,0 +1,135 @@
+"""Data subcommands: `build` (a builder's dataset as parquet + card) and `chunk` (a file as JSON lines)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from longctx_eval.errors import ConfigError
+from longctx_eval.progress import console, progress_bar
+from longctx_eval.run_config import parse_lengths
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add `build` and `chunk` to the CLI."""
+    build = sub.add_parser("build", help="build a dataset (parquet + dataset card) loadable with datasets")
+    build.add_argument("builder", help="builder name, e.g. needle")
+    build.add_argument("--lengths", required=True, help="context lengths in tokens, e.g. 1k,4k,1M")
+    build.add_argument("--depths", type=int, default=10, help="needle depths per length, 0..1 evenly (default 10)")
+    build.add_argument("--per-cell", type=int, default=1, help="repetitions per length x depth (default 1)")
+    build.add_argument("--seed", type=int, default=0, help="every random choice derives from it (default 0)")
+    build.add_argument("--source", default="default", help="haystack source spec (default: 'default')")
+    build.add_argument("--tokenizer", default="smollm2-135m", help="lengths are exact in it (default smollm2-135m)")
+    build.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="builder option")
+    build.add_argument("--license", default=None, help="HF license id for the card (default: the source's)")
+    build.add_argument("--out", type=Path, required=True, help="output folder (empty, or an earlier build)")
+    build.add_argument("--push-to-hub", metavar="REPO_ID", default=None, help="also upload to this HF dataset repo")
+    build.set_defaults(func=cmd_build)
+
+    chunk = sub.add_parser("chunk", help="chunk a UTF-8 file; one JSON line per chunk with exact offsets")
+    chunk.add_argument("file", type=Path, help="UTF-8 text; offsets index its exact text (a BOM and CRLF kept)")
+    chunk.add_argument("--tokenizer", required=True, help="'minilm', 'smollm2-135m', a tokenizer.json, or hub id")
+    chunk.add_argument("--max-tokens", type=int, default=512, help="token budget per chunk (default 512)")
+    chunk.add_argument("--overlap", type=int, default=64, help="tokens shared with the previous chunk (default 64)")
+    chunk.add_argument("--semantic", action="store_true", help="also cut at topic shifts (packaged MiniLM)")
+    chunk.add_argument("--breakpoint-percentile", type=float, default=95.0, help="semantic: cut above this")
+    chunk.add_argument("--language", default="english", help="Punkt sentence model (default english)")
+    chunk.add_argument("--out", type=Path, default=None, help="write here (atomically) instead of stdout")
+    chunk.set_defaults(func=cmd_chunk)
+
+
+def _options(items: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--option {item!r}: expected KEY=VALUE")
+        out[key.strip()] = value
+    return out
+
+
+@contextmanager
+def _progress(label: str) -> Iterator[Callable[[int, int | None], None] | None]:
+    """A rich bar on a terminal; nothing in logs and pipes."""
+    if not console.is_terminal:
+        yield None
+        return
+    with progress_bar() as bar:
+        task = bar.add_task(label, total=None)
+        yield lambda done, total: bar.update(task, completed=done, total=total)
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    """Build a dataset with a registered builder, write it to --out, and optionally push it to the Hub."""
+    from data_builders import get_source
+    from data_builders.builders import BuildConfig, check_options, get_builder
+    from data_builders.export import build_dataset
+    from data_builders.hub import check_hub, push_to_hub
+    from longctx_eval.assets import load_tokenizer
+
+    lengths = parse_lengths(args.lengths)
+    if not lengths:
+        raise ConfigError("--lengths: expected token counts such as 1k,4k,1M ('default' is for `run`)")
+    config = BuildConfig(
+        lengths=lengths,
+        depths=args.depths,
+        per_cell=args.per_cell,
+        seed=args.seed,
+        source=args.source,
+        options=_options(args.option),
+    )
+    # Everything that can be checked cheaply is checked before the slow parts.
+    check_options(get_builder(args.builder), config.options)
+    if args.push_to_hub:
+        check_hub(args.push_to_hub)  # offline: fail now, not after an hour of building
+    source = get_source(config.source)
+    tokenizer = load_tokenizer(args.tokenizer)
+    with _progress(f"build {args.builder}") as progress:
+        report = build_dataset(
+            args.builder, config, args.out, tokenizer, source=source, license=args.license, progress=progress
+        )
+    rows = sum(e.num_examples for e in report.configs if e.name != "documents")
+    console.print(
+        f"wrote {rows} samples in {len(report.configs)} configs ({len(report.files)} parquet files + README.md) "
+        f"to {report.out} in {report.seconds:.1f} s",
+        highlight=False,
+    )
+    if args.push_to_hub:
+        console.print(f"pushed to {push_to_hub(report.out, args.push_to_hub)}", highlight=False)
+    return 0
+
+
+def cmd_chunk(args: argparse.Namespace) -> int:
+    """Chunk one file and stream its chunks as JSON lines to stdout or --out."""
+    from longctx_eval.assets import load_tokenizer
+    from longctx_eval.chunk_tool import atomic_output, read_text_file, semantic_embedder, write_lines
+    from longctx_eval.text.chunking import ChunkConfig, iter_chunks
+
+    if args.max_tokens < 1:
+        raise ConfigError(f"--max-tokens {args.max_tokens}: expected a positive number of tokens")
+    if not 0 <= args.overlap < args.max_tokens:
+        raise ConfigError(f"--overlap {args.overlap}: expected 0 <= overlap < --max-tokens ({args.max_tokens})")
+    text = read_text_file(args.file)
+    config = ChunkConfig(
+        max_tokens=args.max_tokens,
+        overlap=args.overlap,
+        semantic=args.semantic,
+        breakpoint_percentile=args.breakpoint_percentile,
+        language=args.language,
+    )
+    tokenizer = load_tokenizer(args.tokenizer)
+    chunks = iter_chunks(text, tokenizer, config, embed=semantic_embedder() if args.semantic else None)
+    if args.out is None:
+        try:
+            write_lines(chunks, sys.stdout.buffer, flush=True)
+        except BrokenPipeError:  # `| head`: the reader has all it wants
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return 0
+    with atomic_output(args.out) as fh:
+        n = write_lines(chunks, fh)
+    console.print(f"wrote {n} chunks of {args.file} to {args.out}", highlight=False)
+    return 0
