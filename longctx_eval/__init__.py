@@ -9,7 +9,7 @@ from longctx_eval.errors import (
     TaskDefinitionError,
 )
 from longctx_eval.hashing import sha256_json
-from longctx_eval.metrics.aggregate import Metric, mean, rate
+from longctx_eval.metrics.aggregate import Metric, custom, mean, rate, ratio
 from longctx_eval.metrics.retrieval import first_covering_rank, recall_at
 from longctx_eval.metrics.text_match import contains_answer, is_empty, normalize
 from longctx_eval.provenance import __version__
@@ -39,12 +39,14 @@ __all__ = [
     "__version__",
     "any_of",
     "contains_answer",
+    "custom",
     "first_covering_rank",
     "gold_answer_oracle",
     "is_empty",
     "mean",
     "normalize",
     "rate",
+    "ratio",
     "recall_at",
     "sha256_json",
     "task",

@@ -86,7 +86,7 @@ CORE_COMMANDS = {
     "validate-task": "cmd_validate",
     "schema": "cmd_schema",
 }
-EXTRA_COMMAND_MODULES = ("longctx_eval.data_cli",)
+EXTRA_COMMAND_MODULES = ("longctx_eval.data_cli", "longctx_eval.coref_cli")
 """Modules adding subcommands: each has `add_parser(subparsers)` whose parsers set `func=handler`."""
 
 

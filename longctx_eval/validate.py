@@ -64,16 +64,10 @@ def validate_task(
     )
 
     primary = first_task.metrics[0]
-    bad = []
-    for s in first:
-        score = score_one(first_task.scorer, s, first_task.oracle(s))
-        if score.values.get(primary.field) != 1.0:
-            bad.append(f"{s.id}: {primary.field}={score.values.get(primary.field)}")
-    checks.append(
-        Check(
-            "oracle scores 100%",
-            not bad and bool(first),
-            f"{primary.name} = 1.0 on {len(first) - len(bad)}/{len(first)} samples" + (f"; {bad[:3]}" if bad else ""),
-        )
-    )
+    scores = [score_one(first_task.scorer, s, first_task.oracle(s)) for s in first]
+    rows = [[sc.values[f] for f in primary.fields] for sc in scores if all(f in sc.values for f in primary.fields)]
+    value = primary.compute(rows)[0] if rows else None
+    ok = bool(first) and len(rows) == len(first) and value is not None and abs(value - 1.0) < 1e-9
+    detail = f"{primary.name} = {value} over {len(rows)}/{len(first)} oracle predictions (expected 1.0 over all)"
+    checks.append(Check("oracle scores 100%", ok, detail))
     return ValidationReport(checks)

@@ -33,10 +33,23 @@ def _oracle(spec: ModelSpec) -> ModelAdapter:
 register_kind(
     AdapterKind(
         "hf",
-        frozenset({"dtype", "max_length", "chat", "revision", "gguf_file", "batch_size"}),
+        frozenset(
+            {
+                "dtype",
+                "max_length",
+                "chat",
+                "revision",
+                "gguf_file",
+                "batch_size",
+                "rope",
+                "rope_factor",
+                "train_length",
+            }
+        ),
         True,
         _hf,
-        "hf:<path-or-hub-id>[?dtype=float32&max_length=N&chat=auto&revision=R&gguf_file=F&batch_size=1]",
+        "hf:<path-or-hub-id>[?dtype=float32&max_length=N&chat=auto&revision=R&gguf_file=F&batch_size=1"
+        "&rope=none|linear|dynamic|yarn|yarn_notemp&rope_factor=F&train_length=N]",
     )
 )
 register_kind(
@@ -50,3 +63,15 @@ register_kind(
 )
 register_kind(AdapterKind("bm25", frozenset({"k1", "b"}), False, _bm25, "bm25[?k1=1.5&b=0.75]"))
 register_kind(AdapterKind("oracle", frozenset(), False, _oracle, "oracle"))
+
+
+def _coref(spec: ModelSpec) -> ModelAdapter:
+    from longctx_eval.errors import ConfigError
+    from longctx_eval.models.coref_baseline import CorefBaseline
+
+    if spec.target != "baseline":
+        raise ConfigError(f"model spec {spec.raw!r}: unknown coref system {spec.target!r}; expected coref:baseline")
+    return CorefBaseline(spec)
+
+
+register_kind(AdapterKind("coref", frozenset({"window"}), True, _coref, "coref:baseline[?window=40]"))
