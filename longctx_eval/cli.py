@@ -36,7 +36,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--seed", type=int, default=0)
     run.add_argument("--limit", type=int, default=None, help="at most N samples per task and length")
     run.add_argument("--out", type=Path, default=Path("results"), help="output folder; one RUN_DIR per model")
-    run.add_argument("--no-resume", action="store_true", help="discard predictions of an earlier run in RUN_DIR")
+    run.add_argument("--no-resume", action="store_true", help="set aside predictions of an earlier run in RUN_DIR")
+    run.add_argument("--suite", default=None, help="a suite name or .toml file; default when no --model/--tasks")
     _common_tasks(run)
 
     tasks = sub.add_parser("tasks", help="list every discovered task")

@@ -13,7 +13,7 @@ from longctx_eval.errors import LongctxError
 from longctx_eval.io import ensure_dir
 from longctx_eval.progress import console
 from longctx_eval.registry import IN_TREE, discover, select
-from longctx_eval.run_config import RunConfig, parse_lengths, parse_tasks
+from longctx_eval.run_config import RunConfig, TaskPlan, check_limit, parse_lengths, parse_tasks
 
 
 def _chosen_tasks(registry: dict, names: tuple[str, ...]) -> list:
@@ -23,33 +23,42 @@ def _chosen_tasks(registry: dict, names: tuple[str, ...]) -> list:
     return select(registry, names)
 
 
+def _plans(args: argparse.Namespace, registry: dict) -> dict[str, list[TaskPlan]]:
+    """Model spec -> task plans: a suite (the default one when neither --model nor --tasks is given)."""
+    from longctx_eval.models.spec import expand_models
+    from longctx_eval.suite import load_suite
+
+    lengths, limit = parse_lengths(args.lengths), check_limit(args.limit, "--limit")
+    suite = args.suite or ("default" if args.model == "default" and args.tasks == "default" else None)
+    if suite is not None:
+        if args.model != "default" or args.tasks != "default":
+            raise LongctxError("--suite names the models and tasks; drop --model/--tasks or drop --suite")
+        plans = load_suite(suite, registry)
+        # --lengths and --limit given with a suite apply to every task in it
+        return {
+            spec: [TaskPlan(p.info, lengths or p.lengths, limit or p.limit) for p in ps] for spec, ps in plans.items()
+        }
+    tasks = _chosen_tasks(registry, parse_tasks(args.tasks))
+    return {spec: [TaskPlan(info, lengths, limit) for info in tasks] for spec in expand_models(args.model)}
+
+
 def cmd_run(args: argparse.Namespace) -> int:
-    """Evaluate every model on every task, resuming what an earlier identical run already did."""
-    from longctx_eval.models.spec import expand_models, parse_spec
+    """Evaluate every model on its tasks, resuming what an earlier identical run already did."""
+    from longctx_eval.models.spec import parse_spec
     from longctx_eval.runner import run_models, slug
 
-    config = RunConfig(
-        tasks=parse_tasks(args.tasks),
-        lengths=parse_lengths(args.lengths),
-        seed=args.seed,
-        limit=args.limit,
-        out=ensure_dir(args.out),
-        include_paths=tuple(str(Path(p).resolve()) for p in args.include_path),
-    )
-    if config.limit is not None and config.limit <= 0:
-        raise LongctxError(f"--limit must be a positive number of samples per length, got {config.limit}")
-    registry = discover(config.include_paths)
-    tasks = _chosen_tasks(registry, config.tasks)
-    specs = expand_models(args.model)
+    include = tuple(str(Path(p).resolve()) for p in args.include_path)
+    config = RunConfig(seed=args.seed, out=ensure_dir(args.out), include_paths=include)
+    plans = _plans(args, discover(include))
     if args.no_resume:
-        for raw in specs:
+        for raw in plans:
             old = config.out / slug(parse_spec(raw).name) / "predictions.jsonl"
             if old.exists():  # kept aside, never deleted: a result already computed is not lost
                 old.rename(old.with_name(f"predictions.{int(time.time())}.jsonl.bak"))
     t0 = time.perf_counter()
-    written = run_models(specs, tasks, config)
+    written = run_models(plans, config)
     console.print(f"{len(written)} run file(s) in {time.perf_counter() - t0:.1f} s")
-    return 0 if len(written) == len(specs) else 1
+    return 0 if len(written) == len(plans) else 1
 
 
 def cmd_tasks(args: argparse.Namespace) -> int:

@@ -2,30 +2,36 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 
 from longctx_eval.errors import ConfigError
+from longctx_eval.task import TaskInfo
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """One task of a run: at which lengths (None = the task's defaults) and at most how many samples per length."""
+
+    info: TaskInfo
+    lengths: tuple[int, ...] | None = None
+    limit: int | None = None
+
+    @property
+    def resolved_lengths(self) -> list[int]:
+        return list(self.lengths or self.info.default_lengths)
+
+    def as_dict(self) -> dict:
+        return {"name": self.info.name, "lengths": self.resolved_lengths, "limit": self.limit}
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """Which tasks at which lengths, with which seed and per-length sample limit, written where."""
+    """What every model of one invocation shares: seed, output folder, extra plugin folders."""
 
-    tasks: tuple[str, ...]
-    lengths: tuple[int, ...] | None
     seed: int
-    limit: int | None
     out: Path
     include_paths: tuple[str, ...] = ()
-
-    def as_dict(self) -> dict:
-        d = asdict(self)
-        d["out"] = str(self.out)
-        d["tasks"] = list(self.tasks)
-        d["lengths"] = list(self.lengths) if self.lengths else None
-        d["include_paths"] = list(self.include_paths)
-        return d
 
 
 def parse_lengths(text: str) -> tuple[int, ...] | None:
@@ -50,3 +56,10 @@ def parse_tasks(text: str) -> tuple[str, ...]:
     if not names:
         raise ConfigError("--tasks is empty; expected 'default' or task names, e.g. needle")
     return names
+
+
+def check_limit(limit: int | None, where: str) -> int | None:
+    """A limit is a positive number of samples per task and length."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+        raise ConfigError(f"{where}: limit must be a positive number of samples per length, got {limit!r}")
+    return limit

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from pathlib import Path
@@ -21,10 +21,10 @@ from longctx_eval.predictions import PredictionStore, prediction_key, prediction
 from longctx_eval.progress import console, progress_bar, status
 from longctx_eval.provenance import environment, suite_info
 from longctx_eval.results import ModelMeta, RunResult, Skipped
-from longctx_eval.run_config import RunConfig
+from longctx_eval.run_config import RunConfig, TaskPlan
 from longctx_eval.sample import Prediction, Request, Sample
 from longctx_eval.scoring import score_run_dir
-from longctx_eval.task import Task, TaskInfo
+from longctx_eval.task import Task, TaskInfo  # noqa: F401
 
 WINDOWED = frozenset({"generate", "loglikelihood", "attention"})
 """Capabilities whose prompt must fit the model's context window."""
@@ -35,12 +35,12 @@ def slug(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
 
 
-def run_models(specs: Sequence[str], tasks: Sequence[TaskInfo], config: RunConfig) -> list[Path]:
-    """Run every model on every task; returns the run files written. A failing model does not stop the rest."""
-    for raw in specs:
+def run_models(plans: Mapping[str, Sequence[TaskPlan]], config: RunConfig) -> list[Path]:
+    """Run every model on its tasks; returns the run files written. A failing model does not stop the rest."""
+    for raw in plans:
         parse_spec(raw)  # every spec is checked before any model is loaded
     written, failures = [], []
-    for raw in specs:
+    for raw, tasks in plans.items():
         try:
             written.append(run_model(raw, tasks, config))
         except LongctxError as exc:
@@ -51,7 +51,7 @@ def run_models(specs: Sequence[str], tasks: Sequence[TaskInfo], config: RunConfi
     return written
 
 
-def run_model(raw_spec: str, tasks: Sequence[TaskInfo], config: RunConfig) -> Path:
+def run_model(raw_spec: str, tasks: Sequence[TaskPlan], config: RunConfig) -> Path:
     """Generate (resuming), then score one model; returns RUN_DIR/run.json."""
     spec = parse_spec(raw_spec)
     run_dir = ensure_dir(config.out / slug(spec.name))
@@ -64,7 +64,8 @@ def run_model(raw_spec: str, tasks: Sequence[TaskInfo], config: RunConfig) -> Pa
     if store.torn_lines:
         console.print(f"[yellow]{store.path}: {len(store.torn_lines)} torn line(s) from an interrupted run redone")
     done_tasks, skipped = [], []
-    for info in tasks:
+    for plan in tasks:
+        info = plan.info
         capability = info.requires.pick(adapter.capabilities)
         if capability is None:
             serves = ", ".join(sorted(adapter.capabilities))
@@ -72,8 +73,9 @@ def run_model(raw_spec: str, tasks: Sequence[TaskInfo], config: RunConfig) -> Pa
             console.print(f"[yellow]skipped[/yellow] {info.name}: {reason}")
             skipped.append(Skipped(task=info.name, reason=reason))
             continue
-        done_tasks.append(_run_task(info, capability, adapter, config, run_dir, store))
-    _write_manifest(run_dir, adapter, config, started, time.perf_counter() - t0, done_tasks, skipped)
+        done_tasks.append(_run_task(plan, capability, adapter, config.seed, run_dir, store))
+    cfg = {"tasks": [p.as_dict() for p in tasks], "seed": config.seed, "include_paths": list(config.include_paths)}
+    _write_manifest(run_dir, adapter, cfg, started, time.perf_counter() - t0, done_tasks, skipped)
     adapter.close()
     run = score_run_dir(run_dir, include_paths=config.include_paths)
     console.print(f"wrote {run_dir / 'run.json'}")
@@ -111,12 +113,12 @@ def _requests_of(task: Task, sample: Sample) -> list[Request]:
 
 
 def _run_task(
-    info: TaskInfo, capability: str, adapter: ModelAdapter, config: RunConfig, run_dir: Path, store: PredictionStore
+    plan: TaskPlan, capability: str, adapter: ModelAdapter, seed: int, run_dir: Path, store: PredictionStore
 ) -> dict:
-    lengths = list(config.lengths or info.default_lengths)
-    task = info.build(lengths=lengths, seed=config.seed, tokenizer=adapter.tokenizer)
+    info, lengths = plan.info, plan.resolved_lengths
+    task = info.build(lengths=lengths, seed=seed, tokenizer=adapter.tokenizer)
     with status(f"building {info.name} samples"):
-        samples = build_samples(info, task, config.limit)
+        samples = build_samples(info, task, plan.limit)
     requests = [_requests_of(task, s) for s in samples]
     keys = [
         [prediction_key(info.name, info.version, f"{s.id}#{j}", r, adapter.identity) for j, r in enumerate(reqs)]
@@ -197,7 +199,7 @@ def _write_samples(
 def _write_manifest(
     run_dir: Path,
     adapter: ModelAdapter,
-    config: RunConfig,
+    config: dict,
     started: str,
     seconds: float,
     tasks: list[dict],
@@ -218,8 +220,7 @@ def _write_manifest(
         context_window=i.context_window,
         capabilities=sorted(adapter.capabilities),
     )
-    cfg = {**config.as_dict(), "model_identity": adapter.identity}
-    cfg.pop("out")
+    cfg = {**config, "model_identity": adapter.identity}
     manifest = {
         "suite": suite_info().model_dump(),
         "model": model.model_dump(),

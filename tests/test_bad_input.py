@@ -140,4 +140,4 @@ def test_bad_lengths_and_limit(tmp_path, capsys):
     assert main(["run", "--model", "oracle", "--lengths", "1k,abc", "--out", str(tmp_path)]) == 2
     assert "'abc' is not a positive token count" in _err(capsys)
     assert main(["run", "--model", "oracle", "--limit", "0", "--out", str(tmp_path)]) == 2
-    assert "--limit must be a positive" in _err(capsys)
+    assert "--limit: limit must be a positive" in _err(capsys)
