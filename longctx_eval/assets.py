@@ -89,7 +89,11 @@ def smollm2_dir() -> Path:
 
 
 def load_tokenizer(name: str) -> Tokenizer:
-    """A tokenizer by name: 'minilm', 'smollm2-135m', a tokenizer.json file or folder, or a hub id (online)."""
+    """A tokenizer by name: 'minilm', 'smollm2-135m', 'tiktoken:<encoding>', a tokenizer.json (or folder), a hub id."""
+    if name.startswith("tiktoken:"):
+        from longctx_eval.text.tiktoken_tokenizer import TiktokenTokenizer
+
+        return TiktokenTokenizer.from_name(name.partition(":")[2])
     if name == "minilm":
         return Tokenizer.from_file(minilm_path() / "tokenizer.json", name="minilm")
     if name == "smollm2-135m":
@@ -104,5 +108,5 @@ def load_tokenizer(name: str) -> Tokenizer:
     except (OSError, ValueError) as exc:
         raise PrerequisiteError(
             f"tokenizer {name!r} cannot be loaded (offline or unknown): {str(exc).splitlines()[0]}. "
-            "Use 'minilm', 'smollm2-135m', a tokenizer.json path or a folder holding one"
+            "Use 'minilm', 'smollm2-135m', 'tiktoken:<encoding>', a tokenizer.json path or a folder holding one"
         ) from exc

@@ -3,6 +3,7 @@
 from longctx_eval.text.chunking import Chunk, ChunkConfig, Embed, chunk_document, iter_chunks
 from longctx_eval.text.offset_index import OffsetIndex
 from longctx_eval.text.sentences import split_sentences
+from longctx_eval.text.tiktoken_tokenizer import TiktokenTokenizer
 from longctx_eval.text.tokenizer import Encoded, Tokenizer
 
 __all__ = [
@@ -11,6 +12,7 @@ __all__ = [
     "Embed",
     "Encoded",
     "OffsetIndex",
+    "TiktokenTokenizer",
     "Tokenizer",
     "chunk_document",
     "iter_chunks",

@@ -90,11 +90,9 @@ def _layout(text: str, tokenizer: Tokenizer, language: str) -> _Layout | None:
     spans = split_sentences(text, language)
     if not spans:
         return None  # empty or whitespace-only: no chunks, and no need to tokenize
-    enc = tokenizer.encode(text)
-    n = len(enc.offsets)
-    offsets = np.fromiter(itertools.chain.from_iterable(enc.offsets), dtype=np.int64, count=2 * n)
-    starts, ends = offsets[0::2], offsets[1::2]
-    if n and (int(offsets.min()) < 0 or int(offsets.max()) > len(text)):
+    starts, ends = _token_offsets(tokenizer, text)
+    n = len(starts)
+    if n and (int(min(starts.min(), ends.min())) < 0 or int(max(starts.max(), ends.max())) > len(text)):
         raise DataError(
             f"tokenizer {tokenizer.name!r} returned offsets outside the text (0..{len(text)}); "
             "expected character offsets into the encoded string"
@@ -115,6 +113,17 @@ def _layout(text: str, tokenizer: Tokenizer, language: str) -> _Layout | None:
         start_min=np.minimum.accumulate(starts[::-1])[::-1] if n else starts,
         end_max=np.maximum.accumulate(ends) if n else ends,
     )
+
+
+def _token_offsets(tokenizer: Tokenizer, text: str) -> tuple[np.ndarray, np.ndarray]:
+    """Start and end character offsets of every token, as arrays (fast path for `Tokenizer` and its kin)."""
+    arrays = getattr(tokenizer, "offset_arrays", None)
+    if arrays is not None:
+        starts, ends = arrays(text)
+        return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    offsets = tokenizer.encode(text).offsets  # any object with `encode` (tests pass minimal fakes)
+    flat = np.fromiter(itertools.chain.from_iterable(offsets), dtype=np.int64, count=2 * len(offsets))
+    return flat[0::2], flat[1::2]
 
 
 def _reject_truncating(tokenizer: Tokenizer) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import itertools
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 from tokenizers import Tokenizer as _HFTokenizer
 
 from longctx_eval.errors import PrerequisiteError
@@ -36,6 +38,12 @@ class Tokenizer:
         """Encode `text` without special tokens; offsets index characters of `text`."""
         enc = self.backend.encode(text, add_special_tokens=False)
         return Encoded(ids=list(enc.ids), offsets=[tuple(o) for o in enc.offsets])
+
+    def offset_arrays(self, text: str) -> tuple[np.ndarray, np.ndarray]:
+        """Token start and end character offsets of `text` as int64 arrays (what chunking a long document needs)."""
+        offsets = self.backend.encode(text, add_special_tokens=False).offsets  # no per-token tuple copies
+        flat = np.fromiter(itertools.chain.from_iterable(offsets), dtype=np.int64, count=2 * len(offsets))
+        return flat[0::2], flat[1::2]
 
     def encode_batch(self, texts: list[str]) -> list[Encoded]:
         """Encode many texts at once (parallel in the Rust backend)."""

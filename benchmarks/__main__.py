@@ -1,0 +1,203 @@
+"""`python -m benchmarks` (`make bench`): every method in fresh processes, side by side, into benchmarks/results."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+from benchmarks import report
+from benchmarks.corpus import Corpus, prepare
+from benchmarks.environment import environment
+from benchmarks.gpt2 import ensure_gpt2
+from benchmarks.peers import METHODS
+from benchmarks.runner import REPO, run_child
+from longctx_eval.assets import cache_dir
+from longctx_eval.io import atomic_write_text
+
+PARTS = ("chunking", "semantic", "build")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Command-line options; the defaults are the committed run."""
+    p = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
+    p.add_argument("--tokens", type=int, default=1_000_000, help="document length in GPT-2 tokens")
+    p.add_argument("--source", default=None, help="haystack source spec (default: austen, else synthetic)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--runs", type=int, default=3, help="timed runs per method (plus one untimed check run)")
+    p.add_argument("--methods", default=",".join(METHODS), help="comma-separated chunking methods")
+    p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    p.add_argument("--semantic-fraction", type=float, default=0.05, help="slice for ours in semantic mode")
+    p.add_argument("--chonkie-fraction", type=float, default=0.01, help="slice for chonkie SemanticChunker")
+    p.add_argument("--build-depths", type=int, default=3, help="needle samples built at the full length")
+    p.add_argument("--build-backends", default="tiktoken,hf", help="GPT-2 backends to build with: tiktoken,hf")
+    p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
+    return p.parse_args(argv)
+
+
+def log(message: str) -> None:
+    """Progress on stderr, so stdout carries only the final tables."""
+    print(message, file=sys.stderr, flush=True)
+
+
+def run_chunking(corpus: Corpus, methods: list[str], runs: int) -> dict[str, Any]:
+    """A check run per method, then `runs` rounds with every method once per round (load drifts hit all alike)."""
+    params = {"text": corpus.path}
+    checks = {}
+    for name in methods:
+        log(f"chunking: {name} (check run)")
+        checks[name] = run_child("chunk", {**params, "method": name, "check": True})
+    timed: dict[str, list[dict[str, Any]]] = {name: [] for name in methods}
+    load = [os.getloadavg()[0]]
+    for round_no in range(runs):
+        for name in methods:
+            if "error" in checks[name]:
+                continue
+            r = run_child("chunk", {**params, "method": name})
+            timed[name].append(r)
+            log(f"chunking: round {round_no + 1}/{runs} {name}: {r.get('run_s', float('nan')):.2f} s")
+        load.append(os.getloadavg()[0])
+    summary = {name: report.summarize_method(checks[name], timed[name]) for name in methods}
+    return {
+        "methods": summary,
+        "labels": {name: METHODS[name][0] for name in methods},
+        "ratios": report.add_ratios(summary),
+        "load_average_1min_per_round": [round(x, 2) for x in load],
+        "raw_timed_runs": timed,
+    }
+
+
+def run_semantic(corpus: Corpus, ours_fraction: float, chonkie_fraction: float) -> dict[str, Any]:
+    """Ours and chonkie on the same small slice, and ours on a larger slice; full-length figures are extrapolated."""
+    runs: dict[str, Any] = {}
+    plan = [
+        ("chonkie SemanticChunker", "chonkie", chonkie_fraction),
+        ("ours (same slice)", "ours", chonkie_fraction),
+        ("ours (larger slice)", "ours", ours_fraction),
+    ]
+    for label, method, fraction in plan:
+        log(f"semantic: {label}, {fraction:.0%} of the document")
+        runs[label] = run_child("semantic", {"method": method, "text": corpus.path, "fraction": fraction})
+    out: dict[str, Any] = {"document_tokens": corpus.tokens, "runs": runs, "extrapolation": "linear in tokens"}
+    theirs, ours_same = runs["chonkie SemanticChunker"], runs["ours (same slice)"]
+    out["ours_embedder"] = ours_same.get("embedder")
+    if "error" not in theirs and "error" not in ours_same:
+        out["ours_speedup_same_slice"] = round(ours_same["tokens_per_s"] / theirs["tokens_per_s"], 2)
+    return out
+
+
+def run_build(corpus: Corpus, depths: int, backends: list[str]) -> dict[str, Any]:
+    """Per tokenizer backend: assemble one exact-length document, then build the needle dataset and chunk a sample."""
+    out: dict[str, Any] = {}
+    for backend in backends:
+        base = {"source": corpus.source, "tokens": corpus.tokens, "seed": corpus.seed, "backend": backend}
+        log(f"build ({backend}): assemble {corpus.tokens:,} tokens")
+        assemble = run_child("build", {**base, "step": "assemble"})
+        log(f"build ({backend}): needle dataset, {depths} samples")
+        dataset = run_child("build", {**base, "step": "dataset", "depths": depths})
+        out[backend] = {"assemble": assemble, "dataset": dataset}
+    return out
+
+
+def write(out: Path, name: str, text: str) -> None:
+    """One results file, atomically, readable by all (they are meant to be committed)."""
+    atomic_write_text(out / name, text)
+    (out / name).chmod(0o644)
+
+
+def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
+    """benchmarks/results/README.md: how it was measured, then one table per part."""
+    c, env = meta["corpus"], meta["environment"]
+    lines = [
+        "# Benchmark results (`make bench`)\n",
+        f"Document: `{c['source']}` haystack, exactly {c['tokens']:,} GPT-2 tokens ({c['chars']:,} chars, sha256 "
+        f"`{c['sha256'][:16]}…`).{' Fallback: ' + c['fallback_reason'] + '.' if c.get('fallback_reason') else ''} "
+        f"Measured {env['date_utc']} on {env['cpus']} CPUs (load average at start {env['load_average_1_5_15']}), "
+        f"Python {env['python']}. Every number comes from a fresh process per run; compare ratios, not seconds.\n",
+        "GPT-2 tokens everywhere: tiktoken `r50k_base` for the peers and for ours (`tiktoken:r50k_base`); ours "
+        "also through HF tokenizers with the same vocabulary converted to a `tokenizer.json` (same ids and "
+        f"offsets on this document: {'yes' if c['backends_agree'] else '**no**'}). Budget 512 tokens, overlap 64.\n",
+    ]
+    if "chunking" in parts:
+        ch = parts["chunking"]
+        lines += [
+            "## Chunking\n",
+            "`chunk s`: the chunking call alone (text in memory, library imported, tokenizer loaded), median of "
+            "the timed runs. `whole process s`: interpreter start to exit. `peak MiB`: the process's peak RSS "
+            "(VmHWM). Token counts and overlaps are re-counted with tiktoken on the returned chunk texts.\n",
+            report.chunking_table(ch["methods"], ch["labels"]),
+            report.targets_table(ch["ratios"], ch["labels"]),
+            "The peer times quoted in issue 3 (offline-assets.md Part B) are whole-process wall times.\n",
+        ]
+    if "semantic" in parts:
+        sem = parts["semantic"]
+        lines += [
+            "## Semantic chunking (MiniLM)\n",
+            "Measured on prefixes of the document (cut at a paragraph break); the full-length column is a "
+            "**linear extrapolation**, not a measurement. Ours: 512/64, breakpoints at the 95th percentile of "
+            f"adjacent-sentence distance, embedder `{sem.get('ours_embedder', '?')}`. "
+            "chonkie: threshold 0.5, chunk_size 512 (its own MiniLM token count), no overlap option.\n",
+            report.semantic_table(sem),
+        ]
+        if "ours_speedup_same_slice" in sem:
+            lines.append(f"On the same slice ours is **{sem['ours_speedup_same_slice']}x** as fast as chonkie.\n")
+    if "build" in parts:
+        lines += [
+            "## Building at full length\n",
+            "Each step in a fresh process. `assemble`: `data_builders.assemble` to exactly the document length. "
+            "`needle dataset`: `data_builders.export.build_dataset('needle', ...)` (what `longctx-eval build` "
+            "runs): one shared haystack document plus one sample row per depth, parquet and card; then one "
+            "sample's context is materialized, chunked and indexed, and its needle looked up through the index.\n",
+        ]
+        for backend, steps in parts["build"].items():
+            lines += [f"GPT-2 via {backend}:\n", report.build_table(steps)]
+    return "\n".join(lines)
+
+
+def _shown(path: Path) -> str:
+    """`path` relative to the repository when inside it, so committed results name no machine's folders."""
+    resolved = path.resolve()
+    return str(resolved.relative_to(REPO)) if resolved.is_relative_to(REPO) else str(path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the selected parts and write results/*.json and results/README.md."""
+    args = parse_args(argv)
+    started = time.perf_counter()
+    wanted = [p for p in args.parts.split(",") if p]
+    unknown = [p for p in wanted if p not in PARTS] + [m for m in args.methods.split(",") if m not in METHODS]
+    if unknown:
+        raise SystemExit(f"unknown part or method {unknown}; parts: {PARTS}, methods: {list(METHODS)}")
+    ensure_gpt2()
+    corpus = prepare(cache_dir() / "bench" / "corpus", args.tokens, args.seed, args.source)
+    meta = {
+        "environment": environment(REPO),
+        "corpus": asdict(corpus),
+        "settings": vars(args) | {"out": _shown(args.out)},
+    }
+    log(f"document: {corpus.source}, {corpus.tokens:,} tokens ({corpus.fallback_reason or 'preferred source'})")
+    args.out.mkdir(parents=True, exist_ok=True)
+    parts: dict[str, dict[str, Any]] = {}
+    if "chunking" in wanted:
+        parts["chunking"] = run_chunking(corpus, args.methods.split(","), args.runs)
+    if "semantic" in wanted:
+        parts["semantic"] = run_semantic(corpus, args.semantic_fraction, args.chonkie_fraction)
+    if "build" in wanted:
+        parts["build"] = run_build(corpus, args.build_depths, args.build_backends.split(","))
+    meta["seconds"] = round(time.perf_counter() - started, 1)
+    meta["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    for name, data in parts.items():
+        write(args.out, f"{name}.json", json.dumps({**meta, name: data}, indent=1) + "\n")
+    text = markdown(meta, parts)
+    write(args.out, "README.md", text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

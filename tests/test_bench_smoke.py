@@ -1,0 +1,55 @@
+"""`make bench` harness smoke test on a tiny document: it runs, checks offsets, and writes its results.
+
+Skipped unless the peers are installed (`pip install -e '.[bench]'`, which `make bench` does) and the GPT-2
+tiktoken file is cached (`make bench` fetches it once). Nothing here is timed: speed is `make bench`'s job.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+PEERS = ("tiktoken", "chonkie", "semchunk", "langchain_text_splitters", "llama_index.core")
+
+
+def _missing() -> list[str]:
+    missing = []
+    for name in PEERS:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:  # a dotted name whose parent package is absent
+            found = False
+        if not found:
+            missing.append(name)
+    return missing
+
+
+@pytest.fixture(scope="module")
+def gpt2_ready() -> None:
+    if missing := _missing():
+        pytest.skip(f"bench peers not installed ({', '.join(missing)}): pip install -e '.[bench]'")
+    from benchmarks.gpt2 import R50K_CACHE_KEY, gpt2_dir
+
+    if not (gpt2_dir() / R50K_CACHE_KEY).is_file() or not (gpt2_dir() / "tokenizer.json").is_file():
+        pytest.skip("the GPT-2 tiktoken file is not cached yet; `make bench` fetches it once")
+
+
+def test_harness_runs_and_checks_offsets(gpt2_ready: None, tmp_path: Path) -> None:
+    from benchmarks.__main__ import main
+
+    args = ["--tokens", "2000", "--source", "synthetic", "--runs", "1", "--parts", "chunking"]
+    assert main([*args, "--methods", "ours,semchunk,langchain_tiktoken", "--out", str(tmp_path)]) == 0
+    result = json.loads((tmp_path / "chunking.json").read_text())
+    assert result["corpus"]["tokens"] == 2000 and result["corpus"]["backends_agree"]
+    methods = result["chunking"]["methods"]
+    ours = methods["ours"]["check"]
+    assert ours["offsets_exact"] and ours["token_offsets_exact"] and ours["index_roundtrip_failures"] == 0
+    assert ours["tokens_max"] <= 512 and ours["uncovered_nonspace_chars"] == 0
+    assert methods["semchunk"]["check"]["offsets_exact"]
+    assert "offsets_exact" in methods["langchain_tiktoken"]["check"]  # reported, right or wrong
+    assert "semchunk" in result["chunking"]["ratios"]
+    table = (tmp_path / "README.md").read_text()
+    assert "| method |" in table and "semchunk" in table
