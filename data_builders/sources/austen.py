@@ -60,13 +60,18 @@ def _apt_download(pin: DebPin, dest: Path) -> Path:
             f"the 'austen' corpus needs {pin.package}, and apt-get is not available: {how_to_get()}"
         )
     errors = []
-    for target in (f"{pin.package}={pin.version}", pin.package):
-        run = subprocess.run(["apt-get", "download", target], cwd=dest, capture_output=True, text=True, check=False)
-        found = _find_deb(dest, pin) or next(iter(sorted(dest.glob(f"{pin.package}_*.deb"))), None)
-        if run.returncode == 0 and found is not None:
-            return found
-        last = (run.stderr or run.stdout).strip().splitlines()[-1:] or [f"exit status {run.returncode}"]
-        errors.append(f"`apt-get download {target}`: {last[0]}")
+    # A fresh Debian machine may have no package lists yet; as root, refresh them once and try again.
+    refresh = [None, ["apt-get", "update", "-qq"]] if hasattr(os, "geteuid") and os.geteuid() == 0 else [None]
+    for update in refresh:
+        if update is not None:
+            subprocess.run(update, capture_output=True, text=True, check=False)
+        for target in (f"{pin.package}={pin.version}", pin.package):
+            run = subprocess.run(["apt-get", "download", target], cwd=dest, capture_output=True, text=True)
+            found = _find_deb(dest, pin) or next(iter(sorted(dest.glob(f"{pin.package}_*.deb"))), None)
+            if run.returncode == 0 and found is not None:
+                return found
+            last = (run.stderr or run.stdout).strip().splitlines()[-1:] or [f"exit status {run.returncode}"]
+            errors.append(f"`apt-get download {target}`: {last[0]}")
     hint = " (the package lists may be missing: run `apt-get update` as root first)"
     raise PrerequisiteError(f"could not download {pin.package}{hint}; {'; '.join(errors)}. Or: {how_to_get()}")
 
