@@ -165,4 +165,5 @@ documents = load_dataset("<DIR or repo id>", "documents", split="{SPLIT}")
 ## License
 
 `{license}`. The text comes from the haystack source `{source.name}`; its license governs the documents.
+{getattr(source, "license_note", "")}
 """

@@ -141,6 +141,10 @@ class AustenSource:
     # The novels are public domain (US, Project Gutenberg texts); the Debian packaging is MIT. The HF hub
     # has no public-domain id, so cards say "other" and explain it in their license section.
     license = "other"
+    license_note = (
+        "The texts (Austen's six novels, Melville's Moby Dick) are in the public domain; they come from Debian's "
+        "packages r-cran-janeaustenr and r-cran-tokenizers, whose packaging is MIT-licensed."
+    )
 
     def __init__(self) -> None:
         path, _ = ensure_corpus(download=False)  # builds from cached .debs; never downloads at build time
