@@ -88,7 +88,12 @@ def parse_spec(raw: str) -> ModelSpec:
         if key not in adapter.options:
             hint = did_you_mean(key, adapter.options)
             raise ConfigError(f"model spec {raw!r}: unknown option {key!r} for {kind!r}.{hint}")
-    display = name or (target.rstrip("/").rsplit("/", 1)[-1] if target else kind)
+    if name:
+        display = name
+    elif kind in ("hf", "retriever"):  # a path or hub id: its last component names the model
+        display = target.rstrip("/").rsplit("/", 1)[-1]
+    else:
+        display = f"{kind}-{target}" if target else kind
     return ModelSpec(raw=raw.strip(), kind=kind, target=target, options=options, name=display)
 
 
