@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import os
-import tempfile
-from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from collections.abc import Iterable
 from pathlib import Path
 from typing import BinaryIO
 
 from longctx_eval.errors import DataError, PrerequisiteError
-from longctx_eval.io import ensure_dir
 from longctx_eval.text.chunking import Chunk, Embed
 
 FIELDS = ("index", "text", "char_start", "char_end", "token_start", "token_end", "overlap_chars", "overlap_tokens")
@@ -51,22 +47,6 @@ def write_lines(chunks: Iterable[Chunk], out: BinaryIO, *, flush: bool = False) 
             out.flush()
         n += 1
     return n
-
-
-@contextmanager
-def atomic_output(path: Path) -> Iterator[BinaryIO]:
-    """A binary file that appears at `path` only once the block finishes; on error nothing is left behind."""
-    ensure_dir(path.parent)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            yield fh
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def semantic_embedder() -> Embed:

@@ -106,7 +106,8 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_chunk(args: argparse.Namespace) -> int:
     """Chunk one file and stream its chunks as JSON lines to stdout or --out."""
     from longctx_eval.assets import load_tokenizer
-    from longctx_eval.chunk_tool import atomic_output, read_text_file, semantic_embedder, write_lines
+    from longctx_eval.chunk_tool import read_text_file, semantic_embedder, write_lines
+    from longctx_eval.io import atomic_output
     from longctx_eval.text.chunking import ChunkConfig, iter_chunks
 
     if args.max_tokens < 1:
