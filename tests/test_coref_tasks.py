@@ -137,7 +137,7 @@ def test_runner_end_to_end_and_rescore(tmp_path: Path) -> None:
     runs = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/run.json")}
     oracle = {r["metric"]: r["value"] for r in runs["oracle"]["tasks"][0]["results"] if r["length"] is None}
     assert oracle["conll_f1"] == 1.0 and oracle["span_em"] == 1.0 and oracle["lea_f1"] == 1.0
-    base_dir = out / "baseline"
+    base_dir = out / "coref-baseline"
     before = json.loads((base_dir / "run.json").read_text())["tasks"]
     assert main(["score", str(base_dir)]) == 0
     assert json.loads((base_dir / "run.json").read_text())["tasks"] == before
