@@ -70,9 +70,7 @@ def _needle(score: float) -> TaskResult:
 
 
 def _retrieval(recall: float) -> TaskResult:
-    rows = [
-        _row("recall@5", length, None, round(recall - 0.2 * i, 3), 20) for i, length in enumerate(LENGTHS)
-    ]
+    rows = [_row("recall@5", length, None, round(recall - 0.2 * i, 3), 20) for i, length in enumerate(LENGTHS)]
     rows.append(_row("recall@5", None, None, round(recall - 0.1, 3), 40))
     return TaskResult(
         name="retrieval",

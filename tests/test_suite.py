@@ -29,7 +29,7 @@ def _capabilities(spec: str) -> set[str]:
 
 def test_custom_suite_runs_with_per_task_lengths_and_limits(tmp_path):
     suite = tmp_path / "mine.toml"
-    suite.write_text('[oracle]\nneedle = { lengths = [256, 512], limit = 2 }\n\n[bm25]\nneedle = { lengths = [256] }\n')
+    suite.write_text("[oracle]\nneedle = { lengths = [256, 512], limit = 2 }\n\n[bm25]\nneedle = { lengths = [256] }\n")
     out = tmp_path / "out"
     assert main(["run", "--suite", str(suite), "--out", str(out)]) == 0
     oracle = json.loads((out / "oracle" / "run.json").read_text())
