@@ -50,5 +50,10 @@ $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml constraints.txt
 bench: venv $(VENV)/.bench-installed
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 
+.PHONY: reference-models
+# Retrain the position-encoding references (~14 CPU-minutes at 1 thread); never run by eval or test.
+reference-models: venv
+	nice -n 10 $(BIN)/python reference_models/train.py --model all --out reference_models
+
 clean-venv:
 	rm -rf $(VENV)

@@ -21,9 +21,9 @@ DTYPES = ("float32", "bfloat16", "float16")
 
 
 class HFCausalLM(ModelAdapter):
-    """`hf:<path-or-hub-id>`: serves 'generate'; prompts that do not fit are reported, never truncated."""
+    """`hf:<path-or-hub-id>`: serves 'generate' and 'attention'; prompts that don't fit are reported, never cut."""
 
-    capabilities = frozenset({"generate"})
+    capabilities = frozenset({"generate", "attention"})
 
     def __init__(self, spec: ModelSpec) -> None:
         import torch
@@ -31,7 +31,7 @@ class HFCausalLM(ModelAdapter):
 
         self._torch = torch
         torch.set_num_threads(max(1, os.cpu_count() or 1))
-        source = smollm2_dir() if spec.target == "smollm2-135m" else spec.target
+        source = _source(spec.target)
         dtype = spec.options.get("dtype", "float32")
         if dtype not in DTYPES:
             raise ConfigError(f"model spec {spec.raw!r}: dtype={dtype!r}; expected one of {', '.join(DTYPES)}")
@@ -50,6 +50,12 @@ class HFCausalLM(ModelAdapter):
                 f"hf model {spec.target!r} cannot be loaded (offline or unknown): {str(exc).splitlines()[0]}"
             ) from exc
         self.hf_tok = hf_tok
+        from longctx_eval.models.attention_probe import AttentionProbe, probe_config
+
+        folder = Path(str(source)) if Path(str(source)).is_dir() else None
+        self.probe = AttentionProbe(self.model, probe_config(spec.options, self.model.config, folder, spec.raw))
+        if self.probe.config.attention_only:  # the toy-vocabulary references are probes, not generators
+            self.capabilities = frozenset({"attention"})
         self.use_chat = chat == "true" or (chat == "auto" and bool(getattr(hf_tok, "chat_template", None)))
         if chat == "true" and not getattr(hf_tok, "chat_template", None):
             raise ConfigError(f"model spec {spec.raw!r}: chat=true but the tokenizer has no chat template")
@@ -61,14 +67,14 @@ class HFCausalLM(ModelAdapter):
             spec=spec.raw,
             name=spec.name,
             kind="hf",
-            tokenizer=getattr(hf_tok, "name_or_path", spec.name) if spec.target != "smollm2-135m" else spec.name,
+            tokenizer=spec.target if _embedded(spec.target) else getattr(hf_tok, "name_or_path", spec.name),
             revision=str(kwargs.get("revision") or getattr(self.model.config, "_commit_hash", None) or source),
             sha256=_weights_sha256(Path(str(source)), kwargs.get("gguf_file")),
             params=sum(p.numel() for p in self.model.parameters()),
             dtype=dtype,
             chat_template_sha256=hashlib.sha256(template.encode()).hexdigest() if template else None,
             context_window=window,
-            settings={"decoding": "greedy", "chat": self.use_chat},
+            settings={"decoding": "greedy", "chat": self.use_chat, **_probe_settings(spec, self.probe.config)},
         )
         tok = Tokenizer.from_transformers(hf_tok, name=info.tokenizer)
         super().__init__(ModelInfo(**{**info.__dict__, "tokenizer_sha256": tok.sha256}), tok)
@@ -95,7 +101,13 @@ class HFCausalLM(ModelAdapter):
         return ids
 
     def prompt_tokens(self, request: Request) -> int:
+        if "input_ids" in request.extra:  # a probe request is sent as these exact ids, no template
+            return len(request.extra["input_ids"])
         return len(self.render(request))
+
+    def attention_stats(self, requests: Sequence[Request]) -> list[Prediction]:
+        """Teacher-forced passkey probes with exact attention rows (see models/attention_probe.py)."""
+        return self.probe.run(requests)
 
     def generate(self, requests: Sequence[Request]) -> list[Prediction]:
         out: list[Prediction] = []
@@ -136,6 +148,27 @@ class HFCausalLM(ModelAdapter):
 
     def close(self) -> None:
         del self.model
+
+
+def _source(target: str) -> Path | str:
+    """A local folder for the embedded names (converted SmolLM2, committed references), else the target."""
+    from longctx_eval.models.references import REFERENCE_MODELS, reference_dir
+
+    if target == "smollm2-135m":
+        return smollm2_dir()
+    return reference_dir(target) if target in REFERENCE_MODELS else target
+
+
+def _embedded(target: str) -> bool:
+    from longctx_eval.models.references import REFERENCE_MODELS
+
+    return target in ("smollm2-135m", *REFERENCE_MODELS)
+
+
+def _probe_settings(spec: ModelSpec, config: Any) -> dict[str, Any]:
+    """Probe settings enter the identity only when set, so generation keys of existing runs stay valid."""
+    keys = ("rope", "rope_factor", "train_length")
+    return {k: v for k, v in config.settings().items() if k in keys and k in spec.options}
 
 
 def _weights_sha256(folder: Path, gguf_file: str | None) -> str | None:

@@ -4,7 +4,8 @@
     retriever:<sentence-transformers path | minilm>[?batch_size=64&device=cpu]
     bm25[?k1=1.5&b=0.75]
     oracle
-Short names: smollm2-135m, minilm, bm25, oracle; `default` = minilm,bm25,smollm2-135m.
+Short names: smollm2-135m, minilm, bm25, oracle, and the position-encoding references tiny-rope,
+tiny-rope-{linear,dynamic,yarn,yarn-notemp}, tiny-alibi; `default` = minilm,bm25,smollm2-135m.
 """
 
 from __future__ import annotations
@@ -44,6 +45,14 @@ EMBEDDED = {
     "minilm": "retriever:minilm",
     "bm25": "bm25",
     "oracle": "oracle",
+    # Position-encoding references (reference_models/): probed far past their 128-token training window,
+    # hence the large max_length; each RoPE variant is its own name so runs and leaderboard rows stay apart.
+    "tiny-rope": "hf:tiny-rope?max_length=65536",
+    "tiny-rope-linear": "hf:tiny-rope?rope=linear&max_length=65536",
+    "tiny-rope-dynamic": "hf:tiny-rope?rope=dynamic&max_length=65536",
+    "tiny-rope-yarn": "hf:tiny-rope?rope=yarn&max_length=65536",
+    "tiny-rope-yarn-notemp": "hf:tiny-rope?rope=yarn_notemp&max_length=65536",
+    "tiny-alibi": "hf:tiny-alibi?max_length=65536",
 }
 DEFAULT_MODELS = ("minilm", "bm25", "smollm2-135m")
 _KINDS: dict[str, AdapterKind] = {}
@@ -69,7 +78,9 @@ def parse_spec(raw: str) -> ModelSpec:
     short = text.split("?", 1)[0]
     name = short if short in EMBEDDED else None
     if name:
-        text = EMBEDDED[short] + (text[len(short) :] if "?" in text else "")
+        extra = text[len(short) + 1 :] if "?" in text else ""
+        base = EMBEDDED[short]
+        text = base + (("&" if "?" in base else "?") + extra if extra else "")
     body, _, query = text.partition("?")
     kind, sep, target = body.partition(":")
     if kind not in _KINDS:

@@ -1,0 +1,74 @@
+"""Inference-time RoPE variants of the same weights, applied through the model config's rope parameters.
+
+With no fixed factor the scale is s = max(1, L / L_train) for a sequence of L tokens, so every variant is the
+unscaled model inside the training window and stretches exactly to the evaluated length beyond it.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import torch
+
+from longctx_eval.errors import ConfigError
+
+VARIANTS = ("none", "linear", "dynamic", "yarn", "yarn_notemp")
+
+
+def variant_parameters(
+    base: dict[str, Any], variant: str, length: int, train_length: int, factor: float | None = None
+) -> dict[str, Any]:
+    """The rope_parameters dict of `variant` for a sequence of `length` tokens (`base` for 'none')."""
+    if variant not in VARIANTS:
+        raise ConfigError(f"rope variant {variant!r} is unknown; expected one of {', '.join(VARIANTS)}")
+    if variant == "none":
+        return dict(base)
+    s = float(factor) if factor is not None else max(1.0, length / train_length)
+    params = {k: v for k, v in base.items() if k in ("rope_theta", "partial_rotary_factor")}
+    if variant == "linear":
+        return {**params, "rope_type": "linear", "factor": s}
+    if variant == "dynamic":
+        # HF's dynamic NTK rescales the base from the live sequence length; factor 1 gives plain NTK-aware
+        # scaling with s = L / L_train (identical to static NTK for one full forward pass).
+        return {**params, "rope_type": "dynamic", "factor": float(factor) if factor is not None else 1.0}
+    yarn = {**params, "rope_type": "yarn", "factor": s, "original_max_position_embeddings": train_length}
+    if variant == "yarn_notemp":
+        yarn["attention_factor"] = 1.0  # YaRN's sqrt(1/t) = 0.1 ln s + 1 temperature switched off
+    return yarn
+
+
+def check_variant(config: Any, variant: str) -> None:
+    """A variant other than 'none' needs plain RoPE to rescale; ALiBi and already-scaled models are refused."""
+    if variant == "none":
+        return
+    rope = dict(getattr(config, "rope_parameters", None) or {})
+    if getattr(config, "alibi_slopes", None) is not None or rope.get("rope_type", "default") != "default":
+        raise ConfigError(
+            f"rope={variant}: the model's position encoding is {rope.get('rope_type', 'unknown')!r}"
+            f"{' with ALiBi' if getattr(config, 'alibi_slopes', None) else ''}; RoPE variants need rope_type "
+            "'default' (plain RoPE). Use rope=none"
+        )
+    if variant not in VARIANTS:
+        raise ConfigError(f"rope={variant!r} is unknown; expected one of {', '.join(VARIANTS)}")
+
+
+@contextmanager
+def rope_applied(model: torch.nn.Module, parameters: dict[str, Any]) -> Iterator[None]:
+    """Within the block the model's rotary embedding uses `parameters` (a fresh module; restored after)."""
+    base = model.base_model
+    original = getattr(base, "rotary_emb", None)
+    if original is None:
+        raise ConfigError(f"{type(model).__name__} has no `rotary_emb`; RoPE variants cannot be applied to it")
+    if dict(model.config.rope_parameters) == parameters:
+        yield
+        return
+    cfg = copy.deepcopy(model.config)
+    cfg.rope_parameters = parameters
+    base.rotary_emb = type(original)(cfg).to(next(model.parameters()).device)
+    try:
+        yield
+    finally:
+        base.rotary_emb = original
