@@ -20,7 +20,7 @@ from benchmarks.runner import REPO, run_child
 from longctx_eval.assets import cache_dir
 from longctx_eval.io import atomic_write_text
 
-PARTS = ("chunking", "semantic", "build", "coref")
+PARTS = ("chunking", "semantic", "build", "coref", "sources", "posprobe")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -127,6 +127,31 @@ def run_build(corpus: Corpus, depths: int, backends: list[str]) -> dict[str, Any
     return out
 
 
+def run_sources(corpus: Corpus) -> dict[str, Any]:
+    """Each haystack source produces the benchmark document's length in characters, in a fresh process."""
+    from benchmarks.sources import SOURCES
+
+    out = {}
+    for name in SOURCES:
+        log(f"sources: {name}, {corpus.chars:,} chars")
+        out[name] = run_child("sources", {"source": name, "chars": corpus.chars, "seed": corpus.seed})
+    return out
+
+
+def run_posprobe() -> dict[str, Any]:
+    """The CI-sized position probe run, one model per fresh process (skipped without the reference weights)."""
+    from benchmarks.posprobe import MODELS
+    from longctx_eval.models.references import REFERENCE_ROOT
+
+    if not (REFERENCE_ROOT / "tiny-rope" / "model.safetensors").is_file():
+        return {"error": "reference weights not built (make reference-models)"}
+    out = {}
+    for name in MODELS:
+        log(f"posprobe: {name}")
+        out[name] = run_child("posprobe", {"model": name})
+    return out
+
+
 def write(out: Path, name: str, text: str) -> None:
     """One results file, atomically, readable by all (they are meant to be committed)."""
     atomic_write_text(out / name, text)
@@ -225,6 +250,31 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
             lines += [f"GPT-2 via {backend}:\n", report.build_table(steps)]
     if "coref" in parts:
         lines += _coref_lines(parts["coref"])
+    if "sources" in parts:
+        from benchmarks.sources import sources_table
+
+        lines += [
+            "## Haystack sources\n",
+            f"Each source produces the document's length in characters ({c['chars']:,}), in a fresh process, "
+            "imports untimed. `synthetic`: the generated narrative. `austen_warm`: the cached real-prose corpus "
+            "verified by hash and read (the warm path). `word_salad`: stdlib random words, a floor for any "
+            "generator.\n",
+            sources_table(parts["sources"]),
+        ]
+    if "posprobe" in parts:
+        from benchmarks.posprobe import LENGTHS, LIMIT, posprobe_table
+
+        pp = parts["posprobe"]
+        lines += ["## Position probe, CI-sized run\n"]
+        if "error" in pp:
+            lines.append(f"Not measured: {pp['error']}\n")
+        else:
+            lines += [
+                f"`longctx-eval run --tasks posprobe --lengths {LENGTHS} --limit {LIMIT}` on the committed "
+                "reference models (the run `tests/test_posprobe_run.py` checks for behaviour), one model per "
+                "fresh process. `run s`: the `run` command alone; `whole process s`: interpreter start to exit.\n",
+                posprobe_table(pp),
+            ]
     return "\n".join(lines)
 
 
@@ -260,6 +310,10 @@ def main(argv: list[str] | None = None) -> int:
         parts["build"] = run_build(corpus, args.build_depths, args.build_backends.split(","))
     if "coref" in wanted:
         parts["coref"] = run_coref()
+    if "sources" in wanted:
+        parts["sources"] = run_sources(corpus)
+    if "posprobe" in wanted:
+        parts["posprobe"] = run_posprobe()
     meta["seconds"] = round(time.perf_counter() - started, 1)
     meta["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     for name, data in parts.items():

@@ -48,7 +48,7 @@ def _chunk_needle_context(out: Path, tokenizer: Any) -> dict[str, Any]:
     """Materialize the middle sample's 1M-token context, chunk and index it, and find its needle through the index."""
     import pyarrow.parquet as pq
 
-    from data_builders.needle_dataset import documents_by_id, materialize
+    from data_builders.needle_builder import documents_by_id, materialize
     from longctx_eval.text import ChunkConfig, OffsetIndex, chunk_document
 
     rows = pq.read_table(next(out.glob("data/needle_*.parquet"))).to_pylist()

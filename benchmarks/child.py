@@ -59,7 +59,15 @@ def _job(name: str) -> Any:
         from benchmarks.build import build_job
 
         return build_job
-    raise SystemExit(f"unknown job {name!r}; expected chunk, semantic or build")
+    if name == "sources":
+        from benchmarks.sources import sources_job
+
+        return sources_job
+    if name == "posprobe":
+        from benchmarks.posprobe import posprobe_job
+
+        return posprobe_job
+    raise SystemExit(f"unknown job {name!r}; expected chunk, semantic, build, sources or posprobe")
 
 
 def main(argv: list[str]) -> None:

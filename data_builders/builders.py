@@ -2,22 +2,22 @@
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import re
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib.metadata import entry_points
+from types import ModuleType
 from typing import Any
 
 from datasets import Features
 
 from data_builders.haystack import HaystackSource
 from longctx_eval.errors import ConfigError, TaskDefinitionError, did_you_mean
+from longctx_eval.registry import Registry
 from longctx_eval.text.tokenizer import Tokenizer
 
 # In-tree builder modules, imported on the first lookup; add yours here (or use the entry-point group).
-BUILTIN_MODULES: tuple[str, ...] = ("data_builders.needle_dataset",)
+BUILTIN_MODULES: tuple[str, ...] = ("data_builders.needle_builder", "data_builders.coref_builder")
 ENTRY_POINT_GROUP = "longctx_eval.builders"
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
@@ -67,6 +67,7 @@ class Part:
     config_name: str
     samples: Sequence[Mapping[str, Any]]
     documents: Sequence[Document] = ()
+    features: Features | None = None  # this config's features when they differ from the builder's
 
 
 @dataclass(frozen=True)
@@ -88,7 +89,9 @@ class CardInfo:
 
     tags: tuple[str, ...] = ()
     task_categories: tuple[str, ...] = ()
-    usage: str = ""  # markdown: how to turn rows into model inputs
+    usage: str | Callable[[BuildConfig], str] = ""  # markdown: how to turn rows into model inputs
+    prompt_template: str = ""  # str.format template over row fields, e.g. "{context}\n\nQuestion: {question}"
+    scoring: str = ""  # markdown: how a prediction is scored, so results can be reproduced without this code
 
 
 @dataclass(frozen=True)
@@ -106,8 +109,23 @@ class BuilderInfo:
     source: str = ""  # the file that registered it
 
 
-_BUILDERS: dict[str, BuilderInfo] = {}
-_loaded = False
+def _as_info(name: str, obj: object) -> BuilderInfo:
+    """A registry entry as a BuilderInfo: entry points name a `@builder` function (or its module)."""
+    info = obj if isinstance(obj, BuilderInfo) else getattr(obj, "__longctx_builder__", None)
+    if not isinstance(info, BuilderInfo):
+        raise TaskDefinitionError(
+            f"builder {name!r} ({obj!r}) is not a registered builder; expected the entry point in group "
+            f"{ENTRY_POINT_GROUP!r} to name a @builder function as module:function"
+        )
+    if info.name != name:
+        raise TaskDefinitionError(f"entry point {name!r} names builder {info.name!r}; expected the same name")
+    return info
+
+
+BUILDERS: Registry[BuilderInfo] = Registry(
+    "dataset builder", modules=BUILTIN_MODULES, entry_point_group=ENTRY_POINT_GROUP, check=_as_info
+)
+"""Every dataset builder by name; `@builder` registers into it."""
 
 
 def builder(
@@ -130,10 +148,9 @@ def builder(
             raise TaskDefinitionError(f"{where}: builder {name!r} version {version!r}; expected a non-empty string")
         if not isinstance(features, Features):
             raise TaskDefinitionError(f"{where}: builder {name!r} features must be a datasets.Features")
-        old = _BUILDERS.get(name)
-        if old is not None and old.source != where:
-            raise TaskDefinitionError(f"{where}: builder {name!r} is already registered by {old.source}")
-        _BUILDERS[name] = BuilderInfo(
+        if name in BUILDERS and BUILDERS.source(name) != where:
+            raise TaskDefinitionError(f"{where}: builder {name!r} is already registered by {BUILDERS.source(name)}")
+        info = BuilderInfo(
             name=name,
             version=version,
             fn=fn,
@@ -144,37 +161,29 @@ def builder(
             card=card or CardInfo(),
             source=where,
         )
+        BUILDERS.register(name, info, source=where)
+        fn.__longctx_builder__ = info  # type: ignore[attr-defined]  # what an entry point resolves to
         return fn
 
     return register
 
 
-def _load_plugins() -> None:
-    global _loaded
-    if _loaded:
-        return
-    _loaded = True
-    for module in BUILTIN_MODULES:
-        importlib.import_module(module)
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        try:
-            ep.load()
-        except Exception as exc:  # a broken third-party plugin is named, not hidden behind a traceback
-            raise TaskDefinitionError(f"builder entry point {ep.name!r} ({ep.value}) failed to load: {exc}") from exc
+def _names() -> list[str]:
+    # An entry point may name a module whose import registers its builders (the older convention): not a builder.
+    return [n for n in BUILDERS.names() if not isinstance(BUILDERS.get(n), ModuleType)]
 
 
 def builders() -> dict[str, BuilderInfo]:
     """Every registered builder by name (in-tree modules and the `longctx_eval.builders` entry points)."""
-    _load_plugins()
-    return dict(_BUILDERS)
+    return {n: _as_info(n, BUILDERS.get(n)) for n in _names()}
 
 
 def get_builder(name: str) -> BuilderInfo:
     """The builder called `name`; ConfigError with a suggestion if there is none."""
-    known = builders()
+    known = _names()
     if name not in known:
         raise ConfigError(f"unknown dataset builder {name!r}." + did_you_mean(name, known))
-    return known[name]
+    return _as_info(name, BUILDERS.get(name))
 
 
 def check_options(info: BuilderInfo, options: Mapping[str, str]) -> None:

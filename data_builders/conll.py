@@ -27,6 +27,8 @@ _SINGLE = re.compile(r"\((\d+)\)")
 _OPEN = re.compile(r"\((\d+)")
 _CLOSE = re.compile(r"(\d+)\)")
 _LEFTOVER_OK = re.compile(r"^[|\-_\s]*$")
+_BRACKET_ID = re.compile(r"\(([^()|]*)\)?|([^()|]*)\)")  # the id in (N), (N or N)
+_ID_OK = re.compile(r"^\d+(?:\+\d+)?$")
 _NAME_ID = re.compile(r"^\((.*)\); part (\S+)$")
 
 
@@ -107,6 +109,13 @@ class _DocBuilder:
     def coref(self, info: str, tok: int, lineno: int) -> None:
         if info == "_":
             return
+        for m in _BRACKET_ID.finditer(info):
+            eid = m.group(1) if m.group(1) is not None else m.group(2)
+            if not _ID_OK.match(eid):
+                raise DataError(
+                    f"{self.where(lineno)}: coreference field {info!r}: cluster id {eid!r} is not an integer; "
+                    "expected marks like (N, N), (N) with integer N, joined by '|'"
+                )
         rest = _consume(_DOUBLE, info, lambda _m: None)
         rest = _consume(_SINGLE, rest, lambda m: self.clusters[self.entity(m.group(1))].append((tok, tok)))
         rest = _consume(_OPEN, rest, lambda m: self._push(m.group(1), tok, lineno))

@@ -1,10 +1,11 @@
-"""Where the coreference corpora live and how their standard splits are read (the data is never copied here).
+"""Where the coreference corpora live and how their standard splits are read.
 
-Root: $LONGCTX_COREF_DATA, else `../shared/data` next to the repository when present. Under it:
-`litbank/` (github.com/dbamman/litbank `coref/conll/`, with the 10 fixed folds of
-github.com/dbamman/lrec2020-coref in `splits/litbank_tenfold_splits/`) and `ontogum/` (the GUM corpus's
-OntoGUM layer in CoNLL-2012 layout in `conll2012/`, its split list in `docs.tsv`). OntoNotes 5.0 is
-LDC-licensed: pass your own CoNLL-2012 files (`ontonotes_files`) or, online, the Hugging Face dataset
+Root: $LONGCTX_COREF_DATA when set, else the corpora shipped with the project (`data_builders/corpora/*.tar.xz`,
+verified by sha256 and unpacked once into the cache, see `coref_archives`). Under it: `litbank/`
+(github.com/dbamman/litbank `coref/conll/`, with the 10 fixed folds of github.com/dbamman/lrec2020-coref in
+`splits/litbank_tenfold_splits/`) and `ontogum/` (the GUM corpus's OntoGUM layer in CoNLL-2012 layout in
+`conll2012/`, its split list in `docs.tsv`). OntoNotes 5.0 is LDC-licensed and never shipped: pass your own
+CoNLL-2012 files (`ontonotes(path)`, or `ontonotes_files(glob)`) or, online, the Hugging Face dataset
 `conll2012_ontonotesv5` (`ontonotes_hf`).
 """
 
@@ -22,7 +23,7 @@ from data_builders.conll import CorefDocument, read_conll
 from longctx_eval.errors import ConfigError, DataError, PrerequisiteError, did_you_mean
 
 ENV_VAR = "LONGCTX_COREF_DATA"
-REPO = Path(__file__).resolve().parent.parent
+ONTONOTES_ENV_VAR = "LONGCTX_ONTONOTES"
 SPLITS = ("train", "dev", "test")
 
 
@@ -37,20 +38,16 @@ class Corpus:
 
 
 def data_root() -> Path:
-    """The folder holding `litbank/` and `ontogum/`."""
+    """The folder holding `litbank/` and `ontogum/`: $LONGCTX_COREF_DATA, else the shipped archives unpacked."""
     env = os.environ.get(ENV_VAR)
     if env:
         root = Path(env).expanduser()
         if not root.is_dir():
             raise PrerequisiteError(f"${ENV_VAR}={env!r} is not a folder; expected one holding litbank/ and ontogum/")
         return root
-    shared = REPO.parent / "shared" / "data"
-    if shared.is_dir():
-        return shared
-    raise PrerequisiteError(
-        f"no coreference data: set ${ENV_VAR} to a folder with litbank/ (github.com/dbamman/litbank, coref/conll "
-        "and the lrec2020-coref splits) and ontogum/ (GUM's OntoGUM layer in CoNLL-2012 layout); see docs/coref.md"
-    )
+    from data_builders.coref_archives import shipped_root
+
+    return shipped_root()
 
 
 def _check_split(split: str) -> None:
@@ -101,6 +98,69 @@ def ontonotes_files(pattern: str, split: str = "test") -> Corpus:
     if not paths:
         raise DataError(f"OntoNotes files: the glob {pattern!r} matched nothing; expected *_conll files")
     docs = [d for p in paths for d in read_conll(p)]
+    return Corpus("ontonotes", split, tuple(docs), singletons=False)
+
+
+_SPLIT_DIRS = {"train": ("train",), "dev": ("development", "dev"), "test": ("test",)}
+_LANGUAGES = ("arabic", "chinese", "english")
+ONTONOTES_HELP = (
+    "OntoNotes 5.0 is licensed by the LDC (LDC2013T19) and cannot ship with longctx-eval; give its CoNLL-2012 "
+    "files with --task-arg coref_ontonotes.path=PATH (the conll-2012/v4/data folder, its test/ folder, one "
+    f"*_gold_conll file or a glob) or set ${ONTONOTES_ENV_VAR}=PATH"
+)
+
+
+def ontonotes_location(path: str | None = None) -> str | None:
+    """Where the user's OntoNotes files are: `path` when given, else $LONGCTX_ONTONOTES, else None."""
+    return path or os.environ.get(ONTONOTES_ENV_VAR) or None
+
+
+def ontonotes_paths(path: str, split: str = "test", language: str = "english") -> list[Path]:
+    """The CoNLL-2012 files under `path`: a file, a glob, or a folder (its `split` subfolder when it has one).
+
+    In a folder, `*gold_conll` files are preferred over other `*_conll`/`*.conll` files, and when the tree
+    has language folders (arabic/, chinese/, english/) only `language`'s files are kept.
+    """
+    _check_split(split)
+    if language not in _LANGUAGES:
+        raise ConfigError(f"unknown OntoNotes language {language!r}.{did_you_mean(language, _LANGUAGES)}")
+    if any(ch in path for ch in "*?["):
+        found = sorted(Path(p) for p in glob.glob(str(Path(path).expanduser()), recursive=True))
+        files = [f for f in found if f.is_file()]
+    else:
+        base = Path(path).expanduser()
+        if base.is_file():
+            return [base]
+        if not base.is_dir():
+            raise DataError(f"OntoNotes path {path!r}: no such file or folder; expected CoNLL-2012 *_conll files")
+        for name in _SPLIT_DIRS[split]:
+            for sub in (base / name, base / "v4" / "data" / name, base / "data" / name):
+                if sub.is_dir():
+                    base = sub
+                    break
+            else:
+                continue
+            break
+        files = sorted(
+            f for f in base.rglob("*") if f.is_file() and (f.name.endswith("_conll") or f.suffix == ".conll")
+        )
+        files = [f for f in files if f.name.endswith("gold_conll")] or files
+        parts = [set(f.relative_to(base).parts[:-1]) for f in files]
+        if any(p & set(_LANGUAGES) for p in parts):
+            files = [f for f, p in zip(files, parts, strict=True) if language in p]
+    if not files:
+        raise DataError(
+            f"OntoNotes path {path!r} ({split}, {language}): no CoNLL-2012 file found; expected *_gold_conll files "
+            "such as conll-2012/v4/data/test/data/english/annotations/**/*.v4_gold_conll"
+        )
+    return files
+
+
+def ontonotes(path: str, split: str = "test", language: str = "english") -> Corpus:
+    """OntoNotes 5.0 documents (one per part) from the user's CoNLL-2012 files under `path`."""
+    docs = [d for p in ontonotes_paths(path, split, language) for d in read_conll(p)]
+    if not docs:
+        raise DataError(f"OntoNotes path {path!r}: the files hold no '#begin document'; expected CoNLL-2012 files")
     return Corpus("ontonotes", split, tuple(docs), singletons=False)
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from pathlib import Path
 
 import pyarrow
 import yaml
@@ -17,6 +18,30 @@ from longctx_eval.text.tokenizer import Tokenizer
 
 CARD_MARKER = "<!-- longctx-eval dataset card -->"
 SPLIT = "test"
+EMBEDDED_TOKENIZER_HUB_IDS = {
+    "smollm2-135m": "HuggingFaceTB/SmolLM2-135M-Instruct",
+    "minilm": "sentence-transformers/all-MiniLM-L6-v2",
+}
+"""The Hub repos whose tokenizers the short names of `load_tokenizer` embed (same vocabulary and merges)."""
+
+
+def tokenizer_hub_id(name: str) -> str | None:
+    """The Hub repo of a tokenizer name: embedded short names mapped, a hub id as given, else None (a file)."""
+    if name in EMBEDDED_TOKENIZER_HUB_IDS:
+        return EMBEDDED_TOKENIZER_HUB_IDS[name]
+    if name.startswith("tiktoken:") or name.endswith(".json") or name.startswith(("/", ".", "~")):
+        return None
+    parts = name.split("/")
+    return name if len(parts) == 2 and all(parts) and not Path(name).exists() else None
+
+
+def _tokenizer_line(tokenizer: Tokenizer) -> str:
+    hub = tokenizer_hub_id(tokenizer.name)
+    if hub:
+        return f'the tokenizer of the Hub repo `{hub}` (`AutoTokenizer.from_pretrained("{hub}")`)'
+    if tokenizer.name.startswith("tiktoken:"):
+        return f"the tiktoken encoding `{tokenizer.name.removeprefix('tiktoken:')}`"
+    return f"the local tokenizer file `{tokenizer.name}` (not on the Hub; match it by the sha256 below)"
 
 
 @dataclass(frozen=True)
@@ -85,7 +110,8 @@ def _provenance(
         "per_cell": config.per_cell,
         "options": dict(sorted(config.options.items())),
         "source": {"spec": config.source, "name": source.name, "sha256": source.sha256},
-        "tokenizer": {"name": tokenizer.name, "sha256": tokenizer.sha256},
+        "tokenizer": {"name": tokenizer.name, "hub_id": tokenizer_hub_id(tokenizer.name), "sha256": tokenizer.sha256},
+        **({"prompt_template": info.card.prompt_template} if info.card.prompt_template else {}),
         "dataset_sha256": dataset_sha256(files),
         "files": dict(sorted(files.items())),
     }
@@ -96,6 +122,26 @@ def _size_category(n: int) -> str:
         if n < limit:
             return label
     return "n>100K"
+
+
+def _prompt_section(info: BuilderInfo) -> str:
+    if not info.card.prompt_template:
+        return ""
+    return f"""## Prompt
+
+The model sees `template.format(**fields)` with the row's fields (`context` is the row's context, rebuilt as
+above when it is not stored in the row), as one user turn (a chat template, if the model has one, wraps it).
+The template is also in the YAML front matter as `longctx_eval.prompt_template`:
+
+````text
+{info.card.prompt_template}
+````
+
+"""
+
+
+def _scoring_section(info: BuilderInfo) -> str:
+    return f"## Scoring\n\n{info.card.scoring}\n" if info.card.scoring else ""
 
 
 def render_card(
@@ -114,6 +160,10 @@ def render_card(
     first = next((e.name for e in entries if e.name != "documents"), entries[0].name if entries else "")
     rows = "\n".join(f"| `{e.name}` | {e.num_examples} | {', '.join(f'`{p}`' for p in e.paths)} |" for e in entries)
     hashes = "\n".join(f"| `{path}` | `{digest}` |" for path, digest in prov["files"].items())
+    usage = info.card.usage(config) if callable(info.card.usage) else info.card.usage
+    hub = f" (Hub: `{prov['tokenizer']['hub_id']}`)" if prov["tokenizer"]["hub_id"] else ""
+    joined = any(e.name == "documents" for e in entries)
+    load_docs = f'documents = load_dataset("<DIR or repo id>", "documents", split="{SPLIT}")\n' if joined else ""
     return f"""---
 {front}---
 {CARD_MARKER}
@@ -135,12 +185,12 @@ byte-identical files:
 | what | name | sha256 |
 |---|---|---|
 | haystack source | `{source.name}` (spec `{config.source}`) | `{source.sha256}` |
-| tokenizer | `{tokenizer.name}` | `{tokenizer.sha256}` |
+| tokenizer | `{tokenizer.name}`{hub} | `{tokenizer.sha256}` |
 | builder | `{info.name}` version {info.version} | |
 | all data files | | `{prov["dataset_sha256"]}` |
 
 Seed {config.seed}; lengths {", ".join(map(str, config.lengths))} tokens; {config.depths} depth(s);
-{config.per_cell} repetition(s) per cell.
+{config.per_cell} repetition(s) per cell. Lengths are exact in {_tokenizer_line(tokenizer)}.
 
 ## Configs
 
@@ -152,11 +202,10 @@ Seed {config.seed}; lengths {", ".join(map(str, config.lengths))} tokens; {confi
 from datasets import load_dataset
 
 rows = load_dataset("<DIR or repo id>", "{first}", split="{SPLIT}")
-documents = load_dataset("<DIR or repo id>", "documents", split="{SPLIT}")
-```
+{load_docs}```
 
-{info.card.usage}
-## File hashes (sha256)
+{usage}
+{_prompt_section(info)}{_scoring_section(info)}## File hashes (sha256)
 
 | file | sha256 |
 |---|---|

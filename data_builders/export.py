@@ -178,9 +178,10 @@ def _write_part(
     """Write one part's samples (and documents, if any); record the files' hashes in `files`."""
     name = part.config_name
     path = f"data/{name}.parquet"
-    table = arrow_table(part.samples, info.features, f"builder {info.name!r}, config {name!r}")
+    features = info.features if part.features is None else part.features
+    table = arrow_table(part.samples, features, f"builder {info.name!r}, config {name!r}")
     files[path] = _write(out, path, parquet_bytes(table))
-    entry = ConfigEntry(name, [path], table.num_rows, table.nbytes, info.features)
+    entry = ConfigEntry(name, [path], table.num_rows, table.nbytes, features)
     if not part.documents:
         return entry, []
     path = f"data/documents/{name}.parquet"

@@ -15,6 +15,7 @@ from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from data_builders.synthetic_narrative import narrative_paragraphs, narrative_sha256
 from longctx_eval.errors import ConfigError, DataError, did_you_mean
+from longctx_eval.registry import Registry
 from longctx_eval.text.tokenizer import Encoded, Tokenizer
 
 PARAGRAPH_SEP = "\n\n"
@@ -97,14 +98,26 @@ def _split_paragraphs(text: str) -> list[str]:
 
 
 _SYNTHETIC = SyntheticSource()
-_FACTORIES: dict[str, Callable[[str], HaystackSource]] = {}
+
+SourceFactory = Callable[[str], HaystackSource]
+"""Makes a source from the text after the first ':' of its spec ("" when there is none)."""
+
+SOURCES: Registry[SourceFactory] = Registry(
+    "haystack source", modules=("data_builders.sources",), entry_point_group="longctx_eval.sources"
+)
+"""Source factories by name; plugins register with `register_source` or the `longctx_eval.sources` entry points."""
 
 
-def register_source(name: str, factory: Callable[[str], HaystackSource]) -> None:
-    """Make `get_source("name")` or `get_source("name:arg")` call `factory(arg)` ("" when no arg)."""
-    if not name or ":" in name:
+def register_source(name: str, factory: SourceFactory | str) -> None:
+    """Make `get_source("name")` or `get_source("name:arg")` call `factory(arg)` ("" when no arg).
+
+    `factory` may be a lazy "module:function" string, imported on first use. Registering a name that
+    another module already registered is an error (the same module may register it again).
+    """
+    if not isinstance(name, str) or not name or ":" in name:
         raise ConfigError(f"haystack source name {name!r}: expected a non-empty name without ':'")
-    _FACTORIES[name] = factory
+    where = factory if isinstance(factory, str) else getattr(factory, "__module__", "") or repr(factory)
+    SOURCES.register(name, factory, source=where)
 
 
 def _synthetic(arg: str) -> HaystackSource:
@@ -123,15 +136,19 @@ register_source("synthetic", _synthetic)
 register_source("files", _files)
 
 
+def source_names() -> list[str]:
+    """Every registered haystack source name (built-in, `data_builders.sources`, entry points), sorted."""
+    return SOURCES.names()
+
+
 def get_source(spec: str = "synthetic") -> HaystackSource:
     """Resolve a source spec: "synthetic", "files:<glob>", "austen" (also "default"), "hf:<name>", ..."""
     if not isinstance(spec, str):
         raise ConfigError(f"haystack source: expected a string such as 'synthetic' or 'files:<glob>', got {spec!r}")
     name, _, arg = spec.partition(":")
-    factory = _FACTORIES.get(name)
-    if factory is None:
-        raise ConfigError(f"unknown haystack source {spec!r}." + did_you_mean(name, _FACTORIES))
-    return factory(arg)
+    if name not in SOURCES:
+        raise ConfigError(f"unknown haystack source {spec!r}." + did_you_mean(name, SOURCES.names()))
+    return SOURCES.get(name)(arg)
 
 
 class Haystack(NamedTuple):

@@ -1,5 +1,10 @@
-"""longctx-eval: exact, reproducible long-context evaluation. Plugins import only the names below."""
+"""longctx-eval: exact, reproducible long-context evaluation.
 
+The task-plugin API is the names below plus the public names of `data_builders` (haystack sources,
+exact-length assembly, needle and fact insertion with exact spans); docs/plugins.md states the contract.
+"""
+
+from longctx_eval.capability import Capability
 from longctx_eval.errors import (
     ConfigError,
     DataError,
@@ -7,6 +12,7 @@ from longctx_eval.errors import (
     PrerequisiteError,
     RunFileError,
     TaskDefinitionError,
+    TaskUnavailable,
 )
 from longctx_eval.hashing import sha256_json
 from longctx_eval.metrics.aggregate import Metric, custom, mean, rate, ratio
@@ -18,6 +24,8 @@ from longctx_eval.task import Requirement, Task, TaskInfo, any_of, gold_answer_o
 from longctx_eval.text.tokenizer import Encoded, Tokenizer
 
 __all__ = [
+    "Capability",
+    "TaskUnavailable",
     "ConfigError",
     "DataError",
     "Encoded",

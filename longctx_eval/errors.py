@@ -22,12 +22,20 @@ class RunFileError(LongctxError):
     """A run file or predictions file is corrupt or does not match the schema."""
 
 
+class OutputError(LongctxError):
+    """A file cannot be written (full disk, permissions, read-only file system); nothing already written is lost."""
+
+
 class DataError(LongctxError):
     """Input data (a source, a corpus file, a length request) cannot be used as asked."""
 
 
 class PrerequisiteError(LongctxError):
     """Something the run needs is not installed or cannot be loaded offline."""
+
+
+class TaskUnavailable(LongctxError):
+    """A task cannot run here (its data is missing or licensed elsewhere): the runner skips it with this reason."""
 
 
 def did_you_mean(name: str, known: Iterable[str]) -> str:

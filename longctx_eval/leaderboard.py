@@ -11,13 +11,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from longctx_eval.errors import ConfigError, RunFileError
 from longctx_eval.io import atomic_write_bytes, atomic_write_text
+from longctx_eval.leaderboard_merge import MergeNote, check_times, merge_board, parse_time
+from longctx_eval.leaderboard_merge import merge_runs as merge_runs  # re-exported
 from longctx_eval.leaderboard_render import render_markdown
-from longctx_eval.plots import write_task_plots
-from longctx_eval.results import RunResult, json_schema, read_run
+from longctx_eval.plots import remove_stale_plots, write_task_plots
+from longctx_eval.results import RunResult, json_schema, non_finite_path, one_line, read_run
 
 LEADERBOARD_FILE = "leaderboard.json"
 MARKDOWN_FILE = "LEADERBOARD.md"
@@ -26,22 +28,33 @@ PLOTS_DIR = "plots"
 
 
 class Leaderboard(BaseModel):
-    """leaderboard.json: the latest run of each model, sorted by model name."""
+    """leaderboard.json: per model name the merged latest results, sorted by name, and what they leave out."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
     schema_version: Literal[1] = 1
     updated: str
     entries: list[RunResult]
+    notes: list[MergeNote] = Field(default_factory=list, description="results not shown, and why")
 
 
 @dataclass
 class LeaderboardReport:
-    """What an update did: merged entry count, input runs read, skipped inputs, files written."""
+    """What an update did: merged entry count, runs read, skipped (invalid) inputs, files written and removed.
+
+    `skipped` non-empty means some run file was corrupt or schema-invalid: the CLI exits 2 after rendering.
+    """
 
     entries: int
     runs_read: int
     skipped: list[tuple[Path, str]] = field(default_factory=list)
     written: list[Path] = field(default_factory=list)
+    removed: list[Path] = field(default_factory=list)
+    notes: list[MergeNote] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when every input was valid, 2 when any run file was skipped as corrupt or invalid."""
+        return 2 if self.skipped else 0
 
 
 def schema_text() -> str:
@@ -72,22 +85,7 @@ def find_run_files(inputs: Iterable[Path]) -> list[Path]:
 
 def started_time(run: RunResult) -> datetime:
     """The run's `started` as an aware datetime (naive times are taken as UTC)."""
-    try:
-        when = datetime.fromisoformat(run.started)
-    except ValueError as exc:
-        raise RunFileError(f"field 'started': {run.started!r} is not an ISO-8601 time") from exc
-    return when if when.tzinfo else when.replace(tzinfo=UTC)
-
-
-def merge_runs(runs: Iterable[RunResult]) -> list[RunResult]:
-    """One run per model name, the latest by `started` (a later run in `runs` wins a tie); sorted by name."""
-    latest: dict[str, RunResult] = {}
-    for run in runs:
-        held = latest.get(run.model.name)
-        # A tie is the same run re-scored (`longctx-eval score`): the newer copy replaces the held one.
-        if held is None or started_time(run) >= started_time(held):
-            latest[run.model.name] = run
-    return [latest[name] for name in sorted(latest)]
+    return parse_time(run.started)
 
 
 def run_copy_name(run: RunResult) -> str:
@@ -100,10 +98,14 @@ def load_leaderboard(path: Path) -> Leaderboard | None:
     if not path.exists():
         return None
     try:
-        board = Leaderboard.model_validate_json(path.read_bytes())
+        text = path.read_bytes()
+        bad = non_finite_path(json.loads(text))
+        if bad is not None:
+            raise RunFileError(f"field {bad!r}: NaN or Infinity")
+        board = Leaderboard.model_validate_json(text, strict=True)
         for entry in board.entries:
-            started_time(entry)
-    except (OSError, ValidationError, RunFileError) as exc:
+            check_times(entry)
+    except (OSError, ValueError, RunFileError) as exc:  # ValueError covers JSON and pydantic errors
         raise RunFileError(
             f"{path}: existing leaderboard is unreadable ({_one_line(exc)}); it was left untouched. "
             "Fix or move it away, then rerun: its entries would otherwise be lost."
@@ -112,26 +114,26 @@ def load_leaderboard(path: Path) -> Leaderboard | None:
 
 
 def dump_leaderboard(board: Leaderboard) -> str:
-    """leaderboard.json text: sorted keys and a trailing newline, so the same board gives the same bytes."""
-    return json.dumps(board.model_dump(mode="json"), indent=2, sort_keys=True) + "\n"
+    """leaderboard.json text: sorted keys, a trailing newline, never NaN; the same board gives the same bytes."""
+    try:
+        return json.dumps(board.model_dump(mode="json"), indent=2, sort_keys=True, allow_nan=False) + "\n"
+    except ValueError as exc:
+        raise RunFileError(f"leaderboard holds a non-finite number (NaN or Infinity); not written: {exc}") from exc
 
 
 def update_leaderboard(inputs: Sequence[Path], out_dir: Path, *, now: datetime | None = None) -> LeaderboardReport:
-    """Merge valid run files into `out_dir` (leaderboard.json, runs/, plots/, LEADERBOARD.md)."""
+    """Merge valid run files into `out_dir` (leaderboard.json, runs/, plots/, LEADERBOARD.md).
+
+    The merge reads the existing board's entries, every run copy already in `out_dir`/runs and the inputs,
+    so results hidden by the partial-run rule keep their note on later updates.
+    """
     out_dir = Path(out_dir)
     board_path = out_dir / LEADERBOARD_FILE
     # Checked before anything is written: a corrupt board must stop the update, not be replaced.
     existing = load_leaderboard(board_path)
+    input_files = find_run_files(inputs)
     report = LeaderboardReport(entries=0, runs_read=0)
-    runs: list[tuple[Path, RunResult]] = []
-    for path in find_run_files(inputs):
-        try:
-            run = read_run(path)
-            started_time(run)
-        except RunFileError as exc:
-            report.skipped.append((path, _reason(path, exc)))
-            continue
-        runs.append((path, run))
+    runs = _read_valid(input_files, report)
     report.runs_read = len(runs)
 
     for path, run in runs:
@@ -140,15 +142,29 @@ def update_leaderboard(inputs: Sequence[Path], out_dir: Path, *, now: datetime |
             atomic_write_bytes(copy, path.read_bytes())
             report.written.append(copy)
 
+    seen = {p.resolve() for p in input_files}
+    history = [
+        p
+        for p in sorted((out_dir / RUNS_DIR).glob("*.json"))
+        if not p.name.startswith(".") and p.is_file() and p.resolve() not in seen
+    ]
+    copies = _read_valid(history, report)
     old_entries = list(existing.entries) if existing else []
-    entries = merge_runs([*old_entries, *(run for _, run in runs)])
-    unchanged = existing is not None and entries == merge_runs(old_entries)
+    pool = [*old_entries, *(run for _, run in copies), *(run for _, run in runs)]
+    labels = [
+        *(LEADERBOARD_FILE for _ in old_entries),
+        *(f"{RUNS_DIR}/{run_copy_name(run)}" for _, run in [*copies, *runs]),
+    ]
+    merged = merge_board(pool, labels)
+    entries, notes = merged.entries, merged.notes
+    unchanged = existing is not None and entries == list(existing.entries) and notes == list(existing.notes)
     # Keeping the old time when nothing changed makes a rerun on the same inputs byte-identical.
     updated = existing.updated if unchanged and existing else _iso(now or datetime.now(UTC))
-    board = Leaderboard(updated=updated, entries=entries)
+    board = Leaderboard(updated=updated, entries=entries, notes=notes)
     atomic_write_text(board_path, dump_leaderboard(board))
     report.written.append(board_path)
     report.entries = len(entries)
+    report.notes = notes
 
     plots = write_task_plots(entries, out_dir / PLOTS_DIR)
     report.written += plots.values()
@@ -159,9 +175,28 @@ def update_leaderboard(inputs: Sequence[Path], out_dir: Path, *, now: datetime |
         for e in entries
         if (out_dir / RUNS_DIR / run_copy_name(e)).is_file()
     }
-    atomic_write_text(markdown_path, render_markdown(entries, updated, links, run_links))
+    atomic_write_text(markdown_path, render_markdown(entries, updated, links, run_links, notes))
     report.written.append(markdown_path)
+    # Only after the new plots and the page that links them are in place.
+    report.removed = remove_stale_plots(out_dir / PLOTS_DIR, set(plots.values()), _task_keys(pool))
     return report
+
+
+def _read_valid(paths: Iterable[Path], report: LeaderboardReport) -> list[tuple[Path, RunResult]]:
+    runs = []
+    for path in paths:
+        try:
+            run = read_run(path)
+            check_times(run)
+        except RunFileError as exc:
+            report.skipped.append((path, _reason(path, exc)))
+            continue
+        runs.append((path, run))
+    return runs
+
+
+def _task_keys(runs: Iterable[RunResult]) -> set[tuple[str, str]]:
+    return {(t.name, t.capability) for run in runs for t in run.tasks}
 
 
 def _search(folder: Path) -> list[Path]:
@@ -186,9 +221,7 @@ def _iso(when: datetime) -> str:
 
 def _one_line(exc: BaseException) -> str:
     if isinstance(exc, ValidationError):
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"]) or "(top level)"
-        return f"field {where!r}: {first['msg']} ({exc.error_count()} error(s))"
+        return one_line(exc)
     return " ".join(str(exc).split())
 
 

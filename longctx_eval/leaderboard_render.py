@@ -4,8 +4,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
 
-from longctx_eval.results import MetricResult, RunResult, TaskResult
+from longctx_eval.results import Coverage, MetricResult, RunResult, TaskResult
+
+if TYPE_CHECKING:
+    from longctx_eval.leaderboard_merge import MergeNote
 
 DASH = "—"
 
@@ -48,32 +53,133 @@ def lookup(task: TaskResult, metric: str, length: int | None, depth: float | Non
 
 
 def has_depth(task: str, entries: Sequence[RunResult], metric: str) -> bool:
-    """Whether any entry reports `metric` for `task` per depth (a length x depth grid)."""
-    return any(r.depth is not None for r in _rows(task, entries, metric))
-
-
-def lengths(task: str, entries: Sequence[RunResult], metric: str, *, with_depth: bool) -> list[int]:
-    """Sorted context lengths reported for the pooled-depth rows, or for the per-depth rows."""
-    return sorted(
-        {r.length for r in _rows(task, entries, metric) if r.length is not None and (r.depth is not None) == with_depth}
+    """Whether any entry reports `metric` for `task` per depth, or covers depths (a length x depth grid)."""
+    return any(r.depth is not None for r in _rows(task, entries, metric)) or any(
+        c.depth is not None for c in _coverage(task, entries)
     )
 
 
+def lengths(task: str, entries: Sequence[RunResult], metric: str, *, with_depth: bool) -> list[int]:
+    """Sorted context lengths reported (or covered) for the pooled-depth rows, or for the per-depth rows."""
+    found = {
+        r.length for r in _rows(task, entries, metric) if r.length is not None and (r.depth is not None) == with_depth
+    }
+    found |= {c.length for c in _coverage(task, entries) if not with_depth or c.depth is not None}
+    return sorted(found)
+
+
 def depths(task: str, entries: Sequence[RunResult], metric: str) -> list[float]:
-    """Sorted needle depths reported for `task`."""
-    return sorted({r.depth for r in _rows(task, entries, metric) if r.depth is not None})
+    """Sorted needle depths reported or covered for `task`."""
+    found = {r.depth for r in _rows(task, entries, metric) if r.depth is not None}
+    found |= {c.depth for c in _coverage(task, entries) if c.depth is not None}
+    return sorted(found)
+
+
+CellState = Literal["value", "over_window", "not_evaluated", "missing"]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One table or heatmap cell: its row (if any) and what the task's coverage says about the stratum.
+
+    `planned`, `evaluated` and `over_length` are None when the run file has no coverage (older files).
+    """
+
+    row: MetricResult | None
+    state: CellState
+    planned: int | None = None
+    evaluated: int | None = None
+    over_length: int | None = None
+
+    @property
+    def partial(self) -> bool:
+        """Fewer samples evaluated than the task's full grid has for this stratum."""
+        return self.state == "value" and self.planned is not None and (self.evaluated or 0) < self.planned
+
+
+def cell(task: TaskResult, metric: str, length: int | None, depth: float | None) -> Cell:
+    """The cell of one stratum (length None = pooled over lengths, depth None = pooled over depths)."""
+    row = lookup(task, metric, length, depth)
+    if length is None:
+        covered = list(task.coverage) if depth is None else [c for c in task.coverage if c.depth == depth]
+        covered = [c for c in covered if c.length in set(pooled_lengths_of(task) or [])] or covered
+    elif depth is None:
+        covered = [c for c in task.coverage if c.length == length]
+    else:
+        covered = [c for c in task.coverage if c.length == length and c.depth == depth]
+    if not covered:
+        return Cell(row, "missing" if row is None else "value")
+    planned = sum(c.planned for c in covered)
+    evaluated = sum(c.evaluated for c in covered)
+    over = sum(c.over_length for c in covered)
+    if evaluated == 0:
+        return Cell(None, "over_window" if over else "not_evaluated", planned, evaluated, over)
+    return Cell(row, "missing" if row is None else "value", planned, evaluated, over)
+
+
+def pooled_lengths_of(task: TaskResult) -> list[int] | None:
+    """The lengths the pooled ('all') rows pool; None for older run files that do not say."""
+    if task.pooled_lengths is not None:
+        return sorted(task.pooled_lengths)
+    if task.coverage:
+        return sorted({c.length for c in task.coverage if c.evaluated > 0})
+    return None
+
+
+def evaluated_lengths(task: TaskResult, metric: str) -> set[int]:
+    """Lengths with a finite pooled-depth value of `metric` and (when covered) evaluated samples."""
+    return {
+        row.length
+        for row in task.results
+        if row.metric == metric
+        and row.length is not None
+        and row.depth is None
+        and math.isfinite(row.value)
+        and cell(task, metric, row.length, None).state == "value"
+    }
+
+
+def shared_lengths(task: str, entries: Sequence[RunResult], metric: str) -> list[int]:
+    """Lengths every entry with any evaluated length in `task` was evaluated at (the ranking lengths)."""
+    sets = [s for e in entries if (t := task_of(e, task)) is not None and (s := evaluated_lengths(t, metric))]
+    return sorted(set.intersection(*sets)) if sets else []
 
 
 def ranked(task: str, entries: Sequence[RunResult], metric: str) -> list[RunResult]:
-    """Entries that ran `task`, best pooled ('all') value first; missing values last, ties by name."""
+    """Entries that ran `task`, best first: by the mean over the shared lengths, else by the pooled value.
+
+    Models are compared only on the lengths they all were evaluated at (see `shared_lengths`); when no
+    length is shared, or the task has no per-length rows, by the pooled ('all') value. Missing last.
+    """
+    shared = shared_lengths(task, entries, metric)
 
     def key(entry: RunResult) -> tuple[bool, float, str]:
         result = task_of(entry, task)
-        pooled = lookup(result, metric, None, None) if result else None
-        missing = pooled is None or math.isnan(pooled.value)
-        return (missing, 0.0 if missing else -pooled.value, entry.model.name)
+        value = None
+        if result is not None and shared:
+            rows = [lookup(result, metric, n, None) for n in shared]
+            if all(r is not None for r in rows):
+                value = sum(r.value for r in rows if r is not None) / len(rows)
+        elif result is not None:
+            pooled = lookup(result, metric, None, None)
+            value = pooled.value if pooled is not None else None
+        missing = value is None or not math.isfinite(value)
+        return (missing, 0.0 if missing or value is None else -value, entry.model.name)
 
     return sorted((e for e in entries if task_of(e, task) is not None), key=key)
+
+
+def ranking_rule(task: str, entries: Sequence[RunResult], metric: str) -> str:
+    """One sentence saying how the task's table is sorted; empty for a single model."""
+    if len([e for e in entries if task_of(e, task) is not None]) < 2:
+        return ""
+    shared = shared_lengths(task, entries, metric)
+    if shared:
+        where = ", ".join(length_label(n) for n in shared)
+        return (
+            f"Sorted by the mean `{metric}` over {where} (the lengths every model here was evaluated at), best first."
+        )
+    return f"Sorted by the pooled `{metric}` (**all**), best first: no length is shared by every model."
 
 
 def length_label(length: int | None) -> str:
@@ -109,15 +215,41 @@ def format_params(params: int | None) -> str:
     return str(params)
 
 
+def format_state(c: Cell) -> str:
+    """A table cell: the value with interval and n ('n=2/5' when partial), or the stratum's state."""
+    if c.state == "over_window":
+        return "n/a (over window)"
+    if c.state == "not_evaluated":
+        return "not evaluated"
+    text = format_cell(c.row)
+    if c.row is None or c.planned is None:
+        return text
+    if c.partial:
+        text = text.rsplit(" n=", 1)[0] + f" n={c.row.n}/{c.planned}"
+    if c.over_length:
+        text += f" ({c.over_length} over window)"
+    return text
+
+
+MERGE_RULE = (
+    "Per model, task and capability the latest result is shown (by the task's start time). A newer result of "
+    "the same task version and arguments that covers less (fewer samples, no length or depth the shown one "
+    "lacks) never replaces a fuller one: it is listed under **Not shown**. A newer task version or other task "
+    "arguments always win; **Replaced** says when that dropped lengths or samples."
+)
+
+
 def render_markdown(
     entries: Sequence[RunResult],
     updated: str,
     plots: Mapping[str, str],
     run_links: Mapping[str, str] | None = None,
+    notes: Sequence[MergeNote] = (),
 ) -> str:
-    """LEADERBOARD.md: per task a model x length table, then skipped tasks and model metadata.
+    """LEADERBOARD.md: per task a model x length table, then notes, skipped tasks and model metadata.
 
-    `plots` maps task -> relative PNG path; `run_links` maps model name -> relative run-file path.
+    `plots` maps task -> relative PNG path; `run_links` maps model name -> relative run-file path; `notes`
+    are the merge's not-shown and replaced results.
     """
     tasks = task_names(entries)
     lines = [
@@ -125,12 +257,38 @@ def render_markdown(
         "",
         f"Updated {updated} · {len(entries)} model(s) · {len(tasks)} task(s). Each cell is the task's "
         "primary metric at that context length (tokens), pooled over depths, with its 95% bootstrap "
-        "interval and sample count; **all** pools every length. Rows are sorted by **all**, best first.",
+        "interval and sample count; `n=2/5` marks a partial cell (2 of the 5 samples of the task's grid "
+        "evaluated). **n/a (over window)**: every sample at that length was longer than the model's context "
+        "window; **not evaluated**: that length's samples were not run (`--limit`). **all** pools the "
+        "lengths it names (never over-window ones; older run files: every length). Models are compared only "
+        "on the lengths they share: each table says its sort rule.",
+        "",
+        MERGE_RULE,
     ]
+    placed: set[MergeNote] = set()
     for task in tasks:
-        lines += ["", *_task_section(task, entries, plots.get(task))]
+        mine = [n for n in notes if n.task is not None and _board_of(n, tasks) == task]
+        placed.update(mine)
+        lines += ["", *_task_section(task, entries, plots.get(task), mine)]
+    rest = [n for n in notes if n not in placed]
+    if rest:
+        lines += ["", "## Not shown", "", "| model | task | run | why |", "|---|---|---|---|"]
+        lines += [
+            f"| {_escape(n.model)} | {_escape(n.task or DASH)} | {_escape(n.run)} | {_escape(n.reason)} |" for n in rest
+        ]
     lines += ["", *_skipped_section(entries), "", *_models_section(entries, run_links or {})]
     return "\n".join(lines) + "\n"
+
+
+def _board_of(note: MergeNote, boards: Sequence[str]) -> str | None:
+    for board in (f"{note.task} ({note.capability})", note.task):
+        if board in boards:
+            return board
+    return None
+
+
+def _coverage(task: str, entries: Sequence[RunResult]) -> list[Coverage]:
+    return [c for e in entries if (t := task_of(e, task)) is not None for c in t.coverage]
 
 
 def _rows(task: str, entries: Sequence[RunResult], metric: str) -> list[MetricResult]:
@@ -142,46 +300,78 @@ def _escape(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def _task_section(task: str, entries: Sequence[RunResult], plot: str | None) -> list[str]:
+def _lengths_text(values: Sequence[int]) -> str:
+    return ", ".join(length_label(n) for n in values) if values else "no length"
+
+
+def _task_section(task: str, entries: Sequence[RunResult], plot: str | None, notes: Sequence[MergeNote]) -> list[str]:
     metric = primary_metric(task, entries)
     if metric is None:
-        return [f"## {_escape(task)}", "", "No results reported."]
+        lines = [f"## {_escape(task)}", "", "No results reported."]
+        return lines + _warnings(task, entries) + _note_lines(notes)
     versions = sorted({t.version for e in entries if (t := task_of(e, task)) is not None})
     version = f" (v{versions[0]})" if len(versions) == 1 else ""
     cols: list[int | None] = [*lengths(task, entries, metric, with_depth=False), None]
+    models = ranked(task, entries, metric)
+    pooled = [pooled_lengths_of(t) for e in models if (t := task_of(e, task)) is not None]
+    common = pooled[0] if pooled and all(p is not None and p == pooled[0] for p in pooled) else None
+    all_label = f"all ({_lengths_text(common)})" if common is not None else "all"
     lines = [
         f"## {_escape(task)}{version}",
         "",
-        f"Primary metric: `{metric}`.",
+        f"Primary metric: `{metric}`. {ranking_rule(task, entries, metric)}".rstrip(),
         "",
     ]
-    head = ["model", *([] if version else ["version"]), *(length_label(c) for c in cols)]
+    head = ["model", *([] if version else ["version"]), *(length_label(c) for c in cols[:-1]), all_label]
     lines += ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
-    notes = []
-    for entry in ranked(task, entries, metric):
+    counts = []
+    for entry in models:
         result = task_of(entry, task)
         assert result is not None  # ranked() only yields entries that ran the task
         cells = [f"**{_escape(entry.model.name)}**", *([] if version else [_escape(result.version)])]
-        cells += [format_cell(lookup(result, metric, c, None)) for c in cols]
+        cells += [format_state(cell(result, metric, c, None)) for c in cols[:-1]]
+        all_cell = format_state(cell(result, metric, None, None))
+        own = pooled_lengths_of(result)
+        if common is None and own is not None and cell(result, metric, None, None).state == "value":
+            all_cell += f" over {_lengths_text(own)}"
+        cells.append(all_cell)
         lines.append("| " + " | ".join(cells) + " |")
         if result.over_length or result.errors:
-            notes.append(
+            counts.append(
                 f"{_escape(entry.model.name)} {result.over_length} over-length, {result.errors} failed "
                 f"of {result.n_samples}"
             )
-    if notes:
-        lines += ["", "Over-length and failed samples: " + "; ".join(notes) + "."]
+    if counts:
+        lines += ["", "Over-length and failed samples: " + "; ".join(counts) + "."]
+    lines += _warnings(task, entries) + _note_lines(notes)
     if plot:
         lines += ["", f"![{_escape(task)} heatmap]({plot})"]
     return lines
 
 
+def _warnings(task: str, entries: Sequence[RunResult]) -> list[str]:
+    found = [
+        f"{_escape(e.model.name)}: {_escape(w)}"
+        for e in sorted(entries, key=lambda e: e.model.name)
+        if (t := task_of(e, task)) is not None
+        for w in t.warnings
+    ]
+    return ["", "Warnings: " + "; ".join(found) + "."] if found else []
+
+
+def _note_lines(notes: Sequence[MergeNote]) -> list[str]:
+    if not notes:
+        return []
+    title = {"not_shown": "Not shown", "replaced": "Replaced", "other_model": "Not shown"}
+    return ["", *(f"- {title[n.kind]}: {_escape(n.model)} {_escape(n.run)}: {_escape(n.reason)}." for n in notes)]
+
+
 def _skipped_section(entries: Sequence[RunResult]) -> list[str]:
-    rows = sorted((e.model.name, s.task, s.reason) for e in entries for s in e.skipped)
+    rows = sorted((e.model.name, s.task, s.kind or DASH, s.reason) for e in entries for s in e.skipped)
     if not rows:
         return ["## Skipped", "", "No task was skipped."]
-    lines = ["## Skipped", "", "| model | task | reason |", "|---|---|---|"]
-    lines += [f"| {_escape(m)} | {_escape(t)} | {_escape(r)} |" for m, t, r in rows]
+    lines = ["## Skipped", "", "| model | task | kind | reason |", "|---|---|---|---|"]
+    lines += [f"| {_escape(m)} | {_escape(t)} | {_escape(k)} | {_escape(r)} |" for m, t, k, r in rows]
     return lines
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import io
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -16,9 +16,12 @@ from matplotlib import colormaps
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
+from matplotlib.patches import Patch, Rectangle
 
 from longctx_eval.io import atomic_write_bytes
 from longctx_eval.leaderboard_render import (
+    Cell,
+    cell,
     depths,
     format_number,
     has_depth,
@@ -30,11 +33,14 @@ from longctx_eval.leaderboard_render import (
     task_names,
     task_of,
 )
-from longctx_eval.results import RunResult
+from longctx_eval.results import RunResult, TaskResult
 
 CMAP = "viridis"
 DPI = 120
 MAX_COLS = 3  # subplots per row for the per-model depth grids
+# Over-window cells are hatched grey, not-evaluated cells white with a dotted edge: neither is a score.
+OVER_WINDOW_STYLE = {"facecolor": "#c8c8c8", "edgecolor": "#7a7a7a", "hatch": "///", "linewidth": 0.0}
+NOT_EVALUATED_STYLE = {"facecolor": "white", "edgecolor": "#9a9a9a", "linestyle": ":", "linewidth": 1.0}
 
 
 def plot_filename(task: str) -> str:
@@ -78,6 +84,23 @@ def write_task_plots(entries: Sequence[RunResult], plots_dir: Path) -> dict[str,
     return written
 
 
+def remove_stale_plots(plots_dir: Path, keep: Iterable[Path], tasks: Iterable[tuple[str, str]]) -> list[Path]:
+    """Delete PNGs in `plots_dir` named as a plot of one of `tasks` (name, capability) but not in `keep`.
+
+    Both 'name.png' and 'name-capability.png' are this module's naming for a task; any other file (another
+    name, a temp file, a folder, a link) is left alone. Each unlink is atomic. Returns the removed paths.
+    """
+    names = {plot_filename(n) for name, cap in tasks for n in (name, f"{name} ({cap})")}
+    kept = {Path(p).name for p in keep}
+    removed = []
+    for name in sorted(names - kept):
+        path = plots_dir / name
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+            removed.append(path)
+    return removed
+
+
 def _depth_figure(task: str, entries: Sequence[RunResult], metric: str) -> Figure:
     """One panel per model: rows are depths, columns are lengths (plus 'all' lengths when reported)."""
     models = ranked(task, entries, metric)
@@ -91,13 +114,13 @@ def _depth_figure(task: str, entries: Sequence[RunResult], metric: str) -> Figur
     grids = []
     for entry in models:
         result = task_of(entry, task)
-        grids.append(_grid([[lookup(result, metric, c, d) if result else None for c in col_keys] for d in row_keys]))
-    vmin, vmax = _limits(grids)
+        grids.append([[_cell(result, metric, c, d) for c in col_keys] for d in row_keys])
+    vmin, vmax = _limits([_values(g) for g in grids])
     ncols = min(len(models), MAX_COLS)
     nrows = math.ceil(len(models) / ncols)
     width = max(4.0, 0.75 * len(col_keys) + 1.6)
     height = max(2.6, 0.42 * len(row_keys) + 1.4)
-    fig = Figure(figsize=(width * ncols + 1.0, height * nrows + 0.6), layout="constrained")
+    fig = Figure(figsize=(width * ncols + 1.0, height * nrows + 0.9), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax in axes[len(models) :]:
         ax.remove()
@@ -110,6 +133,7 @@ def _depth_figure(task: str, entries: Sequence[RunResult], metric: str) -> Figur
         ax.set_ylabel("needle depth")
     fig.colorbar(image, ax=list(axes[: len(models)]), shrink=0.85, label=metric)
     fig.suptitle(f"{task}: {metric} by length and depth")
+    _legend(fig, [c for g in grids for row in g for c in row])
     return fig
 
 
@@ -117,22 +141,40 @@ def _model_figure(task: str, entries: Sequence[RunResult], metric: str) -> Figur
     """A single panel: rows are models (best first), columns are lengths plus 'all'."""
     models = ranked(task, entries, metric)
     col_keys: list[int | None] = [*lengths(task, entries, metric, with_depth=False), None]
-    grid = _grid([[lookup(t, metric, c, None) if (t := task_of(e, task)) else None for c in col_keys] for e in models])
-    vmin, vmax = _limits([grid])
+    grid = [[_cell(task_of(e, task), metric, c, None) for c in col_keys] for e in models]
+    vmin, vmax = _limits([_values(grid)])
     width = max(5.0, 0.8 * len(col_keys) + 0.12 * max(len(e.model.name) for e in models) + 2.0)
-    fig = Figure(figsize=(width, max(2.4, 0.45 * len(models) + 1.5)), layout="constrained")
+    fig = Figure(figsize=(width, max(2.4, 0.45 * len(models) + 1.8)), layout="constrained")
     ax = fig.subplots()
     image = _heatmap(ax, grid, vmin, vmax)
     _ticks(ax, [length_label(c) for c in col_keys], [e.model.name for e in models])
     ax.set_xlabel("context length (tokens)")
     ax.set_title(f"{task}: {metric} by length")
     fig.colorbar(image, ax=ax, shrink=0.85, label=metric)
+    _legend(fig, [c for row in grid for c in row])
     return fig
 
 
-def _grid(rows: list[list]) -> np.ndarray:
-    # Unreported strata become NaN, drawn as blank grey cells rather than as a misleading zero.
-    return np.array([[np.nan if r is None else r.value for r in row] for row in rows], dtype=np.float64)
+def cell_marks(grid: Sequence[Sequence[Cell]]) -> dict[str, int]:
+    """How many cells of a grid are over window, not evaluated and partial (what the legend explains)."""
+    flat = [c for row in grid for c in row]
+    return {
+        "over_window": sum(c.state == "over_window" for c in flat),
+        "not_evaluated": sum(c.state == "not_evaluated" for c in flat),
+        "partial": sum(c.partial for c in flat),
+    }
+
+
+def _cell(result: TaskResult | None, metric: str, length: int | None, depth: float | None) -> Cell:
+    return cell(result, metric, length, depth) if result is not None else Cell(None, "missing")
+
+
+def _values(grid: Sequence[Sequence[Cell]]) -> np.ndarray:
+    # Anything but a value (unreported, over window, not evaluated) is NaN: never drawn as a misleading zero.
+    return np.array(
+        [[c.row.value if c.state == "value" and c.row is not None else np.nan for c in row] for row in grid],
+        dtype=np.float64,
+    ).reshape(len(grid), len(grid[0]) if grid else 0)
 
 
 def _limits(grids: Sequence[np.ndarray]) -> tuple[float, float]:
@@ -144,20 +186,43 @@ def _limits(grids: Sequence[np.ndarray]) -> tuple[float, float]:
     return (lo, hi) if hi > lo else (lo - 0.5, hi + 0.5)
 
 
-def _heatmap(ax: Axes, grid: np.ndarray, vmin: float, vmax: float):
+def _heatmap(ax: Axes, cells: Sequence[Sequence[Cell]], vmin: float, vmax: float):
     cmap = _cmap()
+    grid = _values(cells)
     image = ax.imshow(grid, cmap=cmap, vmin=vmin, vmax=vmax, aspect="auto", interpolation="nearest")
     fontsize = 9 if grid.shape[1] <= 8 else 7
     for (i, j), value in np.ndenumerate(grid):
+        c = cells[i][j]
+        if c.state == "over_window":
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, **OVER_WINDOW_STYLE))
+            ax.text(j, i, "n/a", ha="center", va="center", fontsize=fontsize, color="black")
+            continue
+        if c.state == "not_evaluated":
+            ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, **NOT_EVALUATED_STYLE))
+            ax.text(j, i, "n/e", ha="center", va="center", fontsize=fontsize, color="dimgray")
+            continue
         if not np.isfinite(value):
             ax.text(j, i, "–", ha="center", va="center", fontsize=fontsize, color="dimgray")
             continue
         r, g, b, _ = cmap((value - vmin) / (vmax - vmin))
         # Dark text on light cells, white on dark ones (relative luminance).
         color = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
-        text = format_number(value, vmin >= 0.0 and vmax <= 1.0)
+        text = format_number(value, vmin >= 0.0 and vmax <= 1.0) + ("*" if c.partial else "")
         ax.text(j, i, text, ha="center", va="center", fontsize=fontsize, color=color)
     return image
+
+
+def _legend(fig: Figure, cells: Sequence[Cell]) -> None:
+    """A legend under the panels for the marks the figure uses: over window, not evaluated, partial."""
+    handles = []
+    if any(c.state == "over_window" for c in cells):
+        handles.append(Patch(**OVER_WINDOW_STYLE, label="n/a: over the model's context window"))
+    if any(c.state == "not_evaluated" for c in cells):
+        handles.append(Patch(**NOT_EVALUATED_STYLE, label="n/e: not evaluated (--limit)"))
+    if any(c.partial for c in cells):
+        handles.append(Patch(facecolor="none", edgecolor="none", label="*: partial, fewer samples than planned"))
+    if handles:
+        fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
 
 
 def _cmap():

@@ -1,136 +1,129 @@
-"""Task discovery: the in-tree tasks/ folder, --include-path folders and the `longctx_eval.tasks` entry points."""
+"""One generic, lazy registry: tasks, model kinds, dataset builders and haystack sources all use it.
+
+Entries are registered by name, either as objects or as lazy "module:attribute" references that are
+imported on first lookup; plugin modules and an entry-point group are loaded the first time the registry is
+read. Lookups of unknown names are one-line errors with "did you mean".
+"""
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import sys
-import traceback
-from collections.abc import Iterable, Sequence
+import importlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from importlib.metadata import entry_points
-from pathlib import Path
+from typing import Generic, TypeVar
 
 from longctx_eval.errors import ConfigError, TaskDefinitionError, did_you_mean
-from longctx_eval.task import TaskInfo, take_pending
 
-ENTRY_POINT_GROUP = "longctx_eval.tasks"
-IN_TREE = Path(__file__).resolve().parent.parent / "tasks"
+T = TypeVar("T")
 
 
-def _plugin_files(folder: Path) -> list[Path]:
-    """Task modules of a folder: `name.py` or `name/__init__.py`; names starting with '_' are helpers."""
-    found = []
-    for p in sorted(folder.iterdir()):
-        if p.name.startswith(("_", ".")):
-            continue
-        if p.suffix == ".py":
-            found.append(p)
-        elif p.is_dir() and (p / "__init__.py").is_file():
-            found.append(p / "__init__.py")
-    return found
+@dataclass(frozen=True)
+class _Lazy:
+    """A "module:attribute" reference resolved on first lookup."""
 
+    target: str
+    source: str
 
-def _import_file(path: Path) -> list[TaskInfo]:
-    """Import one plugin file under a private module name and return the tasks it registered."""
-    tag = hashlib.sha1(str(path).encode()).hexdigest()[:10]
-    modname = f"longctx_eval_plugins.{path.parent.name if path.name == '__init__.py' else path.stem}_{tag}"
-    if modname in sys.modules:
-        return list(getattr(sys.modules[modname], "__longctx_tasks__", []))
-    is_pkg = path.name == "__init__.py"
-    spec = importlib.util.spec_from_file_location(
-        modname, path, submodule_search_locations=[str(path.parent)] if is_pkg else None
-    )
-    if spec is None or spec.loader is None:
-        raise TaskDefinitionError(f"{path}: cannot be imported as a Python module")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[modname] = module
-    take_pending()
-    try:
-        spec.loader.exec_module(module)
-    except TaskDefinitionError as exc:
-        del sys.modules[modname]
-        if str(exc).startswith(str(path)):
-            raise
-        raise TaskDefinitionError(f"{path}{_line_in(path, exc)}: {exc}") from exc
-    except Exception as exc:
-        del sys.modules[modname]
-        line = _line_in(path, exc)
-        raise TaskDefinitionError(
-            f"{path}{line}: plugin failed to import: {type(exc).__name__}: {exc}. "
-            "Expected a module defining one @task-decorated factory"
-        ) from exc
-    tasks = take_pending()
-    if len(tasks) != 1:
-        del sys.modules[modname]
-        what = "no @task-decorated factory" if not tasks else f"{len(tasks)} tasks"
-        raise TaskDefinitionError(
-            f"{path}: defines {what}; expected exactly one @task(name=..., ...) factory per module"
-        )
-    module.__longctx_tasks__ = tasks  # type: ignore[attr-defined]
-    return tasks
-
-
-def _line_in(path: Path, exc: BaseException) -> str:
-    if isinstance(exc, SyntaxError) and exc.lineno:
-        return f":{exc.lineno}"
-    for frame in reversed(traceback.extract_tb(exc.__traceback__)):
-        if Path(frame.filename) == path:
-            return f":{frame.lineno}"
-    return ""
-
-
-_EP_CACHE: dict[str, list[TaskInfo]] = {}
-
-
-def _from_entry_points() -> list[TaskInfo]:
-    found = []
-    for ep in entry_points(group=ENTRY_POINT_GROUP):
-        if ep.value in _EP_CACHE:  # a module registers its tasks once, at its first import
-            found.extend(_EP_CACHE[ep.value])
-            continue
-        take_pending()
+    def resolve(self, registry: str, name: str) -> object:
+        module, _, attr = self.target.partition(":")
         try:
-            ep.load()
-        except Exception as exc:
+            obj = importlib.import_module(module)
+            for part in attr.split(".") if attr else ():
+                obj = getattr(obj, part)
+        except (ImportError, AttributeError) as exc:
             raise TaskDefinitionError(
-                f"entry point {ep.name!r} ({ep.value}) in group {ENTRY_POINT_GROUP!r} failed to load: "
+                f"{registry} {name!r} ({self.target}, registered by {self.source}) cannot be loaded: "
                 f"{type(exc).__name__}: {exc}"
             ) from exc
-        tasks = take_pending()
-        if not tasks:
-            raise TaskDefinitionError(
-                f"entry point {ep.name!r} ({ep.value}) registered no task; expected a module with one @task factory"
-            )
-        _EP_CACHE[ep.value] = tasks
-        found.extend(tasks)
-    return found
+        return obj
 
 
-def discover(include_paths: Sequence[str | Path] = (), *, in_tree: bool = True) -> dict[str, TaskInfo]:
-    """Every task from the in-tree folder, the given folders and the entry points, by name."""
-    infos: list[TaskInfo] = []
-    folders = ([IN_TREE] if in_tree and IN_TREE.is_dir() else []) + [Path(p) for p in include_paths]
-    for folder in folders:
-        if not folder.is_dir():
-            raise ConfigError(f"--include-path {folder}: not a folder; expected a folder of task modules")
-        for path in _plugin_files(folder):
-            infos.extend(_import_file(path))
-    infos.extend(_from_entry_points())
-    registry: dict[str, TaskInfo] = {}
-    for info in infos:
-        if info.name in registry and registry[info.name].source != info.source:
-            raise TaskDefinitionError(
-                f"task name {info.name!r} is defined twice: {registry[info.name].source} and {info.source}"
-            )
-        registry[info.name] = info
-    return registry
+class Registry(Generic[T]):
+    """Named entries of one kind (e.g. "model kind"), with lazy plugin loading and did-you-mean lookups."""
 
+    def __init__(
+        self,
+        kind: str,
+        *,
+        modules: tuple[str, ...] = (),
+        entry_point_group: str | None = None,
+        check: Callable[[str, object], T] | None = None,
+    ) -> None:
+        self.kind = kind
+        self.modules = modules
+        self.entry_point_group = entry_point_group
+        self._check = check
+        self._entries: dict[str, T | _Lazy] = {}
+        self._sources: dict[str, str] = {}
+        self._loaded = False
 
-def select(registry: dict[str, TaskInfo], names: Iterable[str]) -> list[TaskInfo]:
-    """The named tasks, in order; an unknown name is an error with a suggestion."""
-    chosen = []
-    for name in names:
-        if name not in registry:
-            raise ConfigError(f"unknown task {name!r}.{did_you_mean(name, registry)}")
-        chosen.append(registry[name])
-    return chosen
+    def register(self, name: str, obj: T | str, *, source: str = "") -> None:
+        """Add `obj` (or a lazy "module:attribute" string) under `name`; a clash with another source fails."""
+        if not isinstance(name, str) or not name:
+            raise TaskDefinitionError(f"{source or '<unknown>'}: {self.kind} name {name!r} must be a non-empty string")
+        held = self._sources.get(name)
+        if held is not None and held != source:
+            raise TaskDefinitionError(f"{self.kind} {name!r} is defined twice: {held} and {source or '<unknown>'}")
+        self._entries[name] = _Lazy(obj, source) if isinstance(obj, str) else obj
+        self._sources[name] = source
+
+    def load_plugins(self) -> None:
+        """Import the built-in modules and the entry-point group once, so their registrations are present."""
+        if self._loaded:
+            return
+        self._loaded = True
+        for module in self.modules:
+            importlib.import_module(module)
+        if self.entry_point_group:
+            for ep in entry_points(group=self.entry_point_group):
+                if ep.name in self._entries:
+                    continue
+                try:
+                    obj = ep.load()
+                except Exception as exc:  # a broken third-party plugin is named, not a traceback
+                    raise TaskDefinitionError(
+                        f"entry point {ep.name!r} ({ep.value}) in group {self.entry_point_group!r} failed to load: "
+                        f"{type(exc).__name__}: {exc}"
+                    ) from exc
+                if ep.name not in self._entries:
+                    self.register(ep.name, obj, source=f"entry point {ep.value}")
+
+    def get(self, name: str) -> T:
+        """The entry called `name`, resolved; ConfigError with a suggestion when there is none."""
+        self.load_plugins()
+        entry = self._entries.get(name)
+        if entry is None:
+            raise ConfigError(f"unknown {self.kind} {name!r}.{did_you_mean(name, self._entries)}")
+        if isinstance(entry, _Lazy):
+            obj = entry.resolve(self.kind, name)
+            entry = self._check(name, obj) if self._check else obj  # type: ignore[assignment]
+            self._entries[name] = entry
+        return entry  # type: ignore[return-value]
+
+    __getitem__ = get
+
+    def values(self) -> list[T]:
+        """Every entry, resolved, in name order."""
+        return [obj for _, obj in self.items()]
+
+    def source(self, name: str) -> str:
+        """Where `name` was registered (a file, a module or an entry point)."""
+        self.load_plugins()
+        return self._sources.get(name, "")
+
+    def names(self) -> list[str]:
+        """Every registered name, sorted (for --help and error messages)."""
+        self.load_plugins()
+        return sorted(self._entries)
+
+    def __contains__(self, name: object) -> bool:
+        self.load_plugins()
+        return name in self._entries
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.names())
+
+    def items(self) -> list[tuple[str, T]]:
+        """Every entry, resolved, by name."""
+        return [(n, self.get(n)) for n in self.names()]

@@ -1,21 +1,28 @@
-"""The typed run-file records and the one reader/writer of run files; schema.json is generated from here."""
+"""The typed run-file records and the one reader/writer of run files; schema.json is generated from here.
+
+Validation is strict: files are validated from their JSON text with no coercion (a string, a boolean or a
+float where an integer belongs is an error; an integer is accepted where a float belongs), and NaN or
+Infinity is rejected on read and can never be written.
+"""
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from longctx_eval.errors import RunFileError
 from longctx_eval.io import atomic_write_text
 
 SCHEMA_VERSION = 1
+SKIP_KINDS = ("missing_data", "capability", "over_window", "error")
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class SuiteInfo(_Strict):
@@ -29,13 +36,15 @@ class ModelMeta(_Strict):
     kind: str = Field(description="adapter kind: hf, retriever, bm25, oracle, ...")
     revision: str | None = Field(default=None, description="hub revision or local folder path")
     sha256: str | None = Field(default=None, description="hash of the weights (or index parameters)")
-    params: int | None = Field(default=None, description="parameter count, null for non-neural systems")
+    params: int | None = Field(default=None, ge=0, description="parameter count, null for non-neural systems")
     dtype: str | None = None
     tokenizer: str = Field(description="name of the tokenizer lengths are measured in")
     tokenizer_sha256: str | None = None
     chat_template_sha256: str | None = None
-    context_window: int | None = Field(default=None, description="max prompt+generation tokens, null if none")
+    context_window: int | None = Field(default=None, ge=1, description="max prompt+generation tokens, null if none")
     capabilities: list[str]
+    settings: dict[str, Any] = Field(default_factory=dict, description="settings that key predictions")
+    identity_sha256: str | None = Field(default=None, description="hash of the model identity (spec, weights)")
 
 
 class Environment(_Strict):
@@ -60,21 +69,54 @@ class Throughput(_Strict):
     seconds: float = Field(description="model time summed over this task's predictions")
 
 
+class Coverage(_Strict):
+    """How much of one stratum (length, depth) of the task's full grid was evaluated."""
+
+    length: int = Field(ge=0, description="target context tokens of the stratum")
+    depth: float | None = Field(default=None, description="needle depth 0-1; null for depth-free tasks")
+    planned: int = Field(ge=0, description="samples in the task's full grid for this stratum")
+    evaluated: int = Field(ge=0, description="scored samples that fit the model's window")
+    over_length: int = Field(ge=0, description="samples whose prompt did not fit the model's window")
+
+    @model_validator(mode="after")
+    def _within_plan(self) -> Coverage:
+        if self.evaluated + self.over_length > self.planned:
+            raise ValueError(
+                f"evaluated ({self.evaluated}) + over_length ({self.over_length}) exceeds planned ({self.planned})"
+            )
+        return self
+
+
 class TaskResult(_Strict):
     name: str
     version: str
     capability: str = Field(description="the model capability the task ran through")
     dataset_hash: str = Field(description="sha256 over every sample (context, question, gold, metadata)")
-    n_samples: int
-    over_length: int = Field(description="samples whose prompt did not fit the model's context window")
-    errors: int = Field(description="samples whose prediction failed")
+    n_samples: int = Field(ge=0)
+    over_length: int = Field(ge=0, description="samples whose prompt did not fit the model's context window")
+    errors: int = Field(ge=0, description="samples whose prediction failed")
     results: list[MetricResult]
     throughput: Throughput
+    args: dict[str, Any] = Field(default_factory=dict, description="task arguments (--task-arg, suite 'args')")
+    lengths: list[int] | None = Field(default=None, description="context lengths the task was asked to run")
+    limit: int | None = Field(default=None, ge=0, description="--limit: samples per length, null = all")
+    seed: int | None = None
+    config_hash: str | None = Field(default=None, description="hash of this task's run configuration")
+    started: str | None = Field(default=None, description="ISO-8601 UTC time this task's run started")
+    scorer_sha256: str | None = Field(default=None, description="hash of the task's scoring code")
+    coverage: list[Coverage] = Field(
+        default_factory=list, description="per stratum: planned, evaluated and over-length sample counts"
+    )
+    pooled_lengths: list[int] | None = Field(
+        default=None, description="lengths the pooled rows (length null) pool: those with evaluated samples"
+    )
+    warnings: list[str] = Field(default_factory=list, description="problems found while scoring, one line each")
 
 
 class Skipped(_Strict):
     task: str
     reason: str
+    kind: str | None = Field(default=None, description="why: " + " | ".join(SKIP_KINDS))
 
 
 class RunResult(_Strict):
@@ -98,25 +140,76 @@ def json_schema() -> dict[str, Any]:
     return schema
 
 
+def dump_json(data: Any) -> str:
+    """JSON text (indent 2, keys in model order) that never contains NaN or Infinity: those raise RunFileError."""
+    try:
+        return json.dumps(data, indent=2, allow_nan=False) + "\n"
+    except ValueError as exc:
+        raise RunFileError(f"refusing to write a non-finite number (NaN or Infinity): {exc}") from exc
+
+
+def run_text(run: RunResult) -> str:
+    """The exact text `write_run` writes, checked to read back under strict validation."""
+    text = dump_json(run.model_dump(mode="json"))
+    try:
+        RunResult.model_validate_json(text, strict=True)
+    except ValidationError as exc:
+        raise RunFileError(f"run of model {run.model.name!r} would not read back: {one_line(exc)}") from exc
+    return text
+
+
 def write_run(run: RunResult, path: Path) -> None:
-    """Write a run file atomically (temp file + rename)."""
-    atomic_write_text(path, run.model_dump_json(indent=2) + "\n")
+    """Write a run file atomically (temp file + rename); NaN or Infinity anywhere raises RunFileError."""
+    atomic_write_text(path, run_text(run))
+
+
+def parse_run(text: str | bytes, where: str) -> RunResult:
+    """Validate run-file text strictly; errors are one line starting with `where` and naming the field."""
+    try:
+        data = json.loads(text)
+    except UnicodeDecodeError as exc:
+        raise RunFileError(f"{where}: not UTF-8 text: {exc.reason} at byte {exc.start}") from exc
+    except json.JSONDecodeError as exc:
+        raise RunFileError(f"{where}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
+    bad = non_finite_path(data)
+    if bad is not None:
+        raise RunFileError(f"{where}: field {bad!r}: NaN or Infinity; expected a finite number")
+    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
+        got = data.get("schema_version") if isinstance(data, dict) else type(data).__name__
+        raise RunFileError(f"{where}: schema_version is {got!r}; expected {SCHEMA_VERSION}")
+    try:
+        return RunResult.model_validate_json(text, strict=True)
+    except ValidationError as exc:
+        raise RunFileError(f"{where}: {one_line(exc)}") from exc
 
 
 def read_run(path: Path) -> RunResult:
     """Read and validate a run file; corrupt or schema-invalid files raise RunFileError naming the path."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as exc:
-        raise RunFileError(f"{path}: cannot be read: {exc}") from exc
-    except json.JSONDecodeError as exc:
-        raise RunFileError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from exc
-    if not isinstance(data, dict) or data.get("schema_version") != SCHEMA_VERSION:
-        got = data.get("schema_version") if isinstance(data, dict) else type(data).__name__
-        raise RunFileError(f"{path}: schema_version is {got!r}; expected {SCHEMA_VERSION}")
-    try:
-        return RunResult.model_validate(data)
-    except ValidationError as exc:
-        first = exc.errors()[0]
-        where = ".".join(str(p) for p in first["loc"])
-        raise RunFileError(f"{path}: field {where!r}: {first['msg']} ({exc.error_count()} schema error(s))") from exc
+        text = path.read_bytes()
+    except OSError as exc:
+        raise RunFileError(f"{path}: cannot be read: {exc.strerror or exc}") from exc
+    return parse_run(text, str(path))
+
+
+def one_line(exc: ValidationError) -> str:
+    """The first schema error as "field 'a.b.0': message (input ...) (N schema error(s))"."""
+    first = exc.errors()[0]
+    where = ".".join(str(p) for p in first["loc"]) or "(top level)"
+    value = first.get("input")
+    got = ""
+    if first["type"] != "missing" and isinstance(value, str | int | float | bool):
+        got = f" (got {value!r})" if len(repr(value)) <= 40 else f" (got {repr(value)[:37]}...)"
+    return f"field {where!r}: {first['msg']}{got} ({exc.error_count()} schema error(s))"
+
+
+def non_finite_path(data: Any, path: str = "") -> str | None:
+    """Dotted path of the first NaN or Infinity in parsed JSON, None when every number is finite."""
+    if isinstance(data, float) and not math.isfinite(data):
+        return path or "(top level)"
+    items = data.items() if isinstance(data, dict) else enumerate(data) if isinstance(data, list) else ()
+    for key, value in items:
+        found = non_finite_path(value, f"{path}.{key}" if path else str(key))
+        if found is not None:
+            return found
+    return None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.task import TaskInfo
@@ -11,27 +13,41 @@ from longctx_eval.task import TaskInfo
 
 @dataclass(frozen=True)
 class TaskPlan:
-    """One task of a run: at which lengths (None = the task's defaults) and at most how many samples per length."""
+    """One task of a run: lengths (None = the task's defaults), samples per length, and task arguments."""
 
     info: TaskInfo
     lengths: tuple[int, ...] | None = None
     limit: int | None = None
+    args: Mapping[str, Any] = field(default_factory=dict)
 
     @property
     def resolved_lengths(self) -> list[int]:
         return list(self.lengths or self.info.default_lengths)
 
     def as_dict(self) -> dict:
-        return {"name": self.info.name, "lengths": self.resolved_lengths, "limit": self.limit}
+        return {"name": self.info.name, "lengths": self.resolved_lengths, "limit": self.limit, "args": dict(self.args)}
 
 
 @dataclass(frozen=True)
 class RunConfig:
-    """What every model of one invocation shares: seed, output folder, extra plugin folders."""
+    """What every model of one invocation shares: seed, output folder, extra plugin folders, strictness."""
 
     seed: int
     out: Path
     include_paths: tuple[str, ...] = ()
+    strict: bool = False
+
+
+def parse_task_args(items: Sequence[str]) -> dict[str, dict[str, str]]:
+    """`--task-arg TASK.KEY=VALUE` (repeatable) -> {task: {key: value}}; values are converted per task later."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        target, sep, value = item.partition("=")
+        task, dot, key = target.strip().partition(".")
+        if not sep or not dot or not task or not key:
+            raise ConfigError(f"--task-arg {item!r}: expected TASK.KEY=VALUE, e.g. needle.source=synthetic")
+        out.setdefault(task, {})[key] = value
+    return out
 
 
 def parse_lengths(text: str) -> tuple[int, ...] | None:

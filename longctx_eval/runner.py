@@ -1,185 +1,275 @@
-"""The runner: builds samples, asks the model, appends predictions as they finish, then scores."""
+"""The runner: for each model, builds each task's samples, serves them in batches, appends predictions, scores.
+
+A task that cannot run here is skipped with its reason, never fatal to the model's other tasks; a run
+folder is locked for the run and belongs to one model identity.
+"""
 
 from __future__ import annotations
 
 import json
-import re
 import time
-from collections.abc import Mapping, Sequence
-from dataclasses import asdict
-from datetime import UTC, datetime
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from rich.markup import escape
 
-from longctx_eval.errors import LongctxError
-from longctx_eval.hashing import sha256_json, sha256_text
+from longctx_eval.capability import Capability
+from longctx_eval.errors import LongctxError, OutputError, TaskUnavailable
+from longctx_eval.hashing import sha256_text
 from longctx_eval.io import atomic_write_text, ensure_dir
+from longctx_eval.manifest import Manifest, TaskEntry, now_iso, read_manifest, write_manifest
 from longctx_eval.models.base import ModelAdapter
-from longctx_eval.models.spec import load_model, parse_spec
+from longctx_eval.models.loader import load_model
+from longctx_eval.models.spec import ModelSpec
 from longctx_eval.predictions import PredictionStore, prediction_key, prediction_to_record
 from longctx_eval.progress import console, progress_bar, status
 from longctx_eval.provenance import environment, suite_info
-from longctx_eval.results import ModelMeta, RunResult, Skipped
+from longctx_eval.results import Skipped
 from longctx_eval.run_config import RunConfig, TaskPlan
+from longctx_eval.run_dir import check_same_identity, check_same_model, run_dir_for
+from longctx_eval.run_lock import RunFolderBusy, RunLock
 from longctx_eval.sample import Prediction, Request, Sample
-from longctx_eval.scoring import score_run_dir
-from longctx_eval.task import Task, TaskInfo  # noqa: F401
-
-WINDOWED = frozenset({"generate", "loglikelihood", "attention"})
-"""Capabilities whose prompt must fit the model's context window."""
+from longctx_eval.sampling import build_samples, dataset_hash, stratum_of
+from longctx_eval.scoring import print_summary, score_run_dir
+from longctx_eval.task import Task, TaskInfo
 
 
-def slug(name: str) -> str:
-    """A file-name-safe form of a model name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
+@dataclass
+class ModelOutcome:
+    """What one model's run produced: its run file (None if it failed), errors and skips."""
+
+    spec: ModelSpec
+    run_file: Path | None
+    errors: list[str]
+    skipped: list[Skipped]
 
 
-def run_models(plans: Mapping[str, Sequence[TaskPlan]], config: RunConfig) -> list[Path]:
-    """Run every model on its tasks; returns the run files written. A failing model does not stop the rest."""
-    for raw in plans:
-        parse_spec(raw)  # every spec is checked before any model is loaded
-    written, failures = [], []
-    for raw, tasks in plans.items():
+def run_models(plans: Sequence[tuple[ModelSpec, Sequence[TaskPlan]]], config: RunConfig) -> list[ModelOutcome]:
+    """Run every model on its tasks; a failing model does not stop the others."""
+    outcomes = []
+    for spec, tasks in plans:
         try:
-            written.append(run_model(raw, tasks, config))
+            outcomes.append(run_model(spec, tasks, config))
         except LongctxError as exc:
-            console.print(f"[red]error[/red] model {raw!r}: {exc}")
-            failures.append(raw)
-    if failures and not written:
-        raise LongctxError(f"every model failed: {', '.join(failures)}")
-    return written
+            console.print(f"[red]error[/red] model {spec.raw!r}: {exc}", highlight=False)
+            outcomes.append(ModelOutcome(spec, None, [str(exc)], []))
+    return outcomes
 
 
-def run_model(raw_spec: str, tasks: Sequence[TaskPlan], config: RunConfig) -> Path:
-    """Generate (resuming), then score one model; returns RUN_DIR/run.json."""
-    spec = parse_spec(raw_spec)
-    run_dir = ensure_dir(config.out / slug(spec.name))
-    started = datetime.now(UTC).isoformat(timespec="seconds")
-    t0 = time.perf_counter()
-    with status(f"loading {raw_spec}"):
-        adapter = load_model(raw_spec)
-    console.print(f"[bold]{spec.name}[/bold]: {type(adapter).__name__}, serves {sorted(adapter.capabilities)}")
-    store = PredictionStore(run_dir / "predictions.jsonl")
-    if store.torn_lines:
-        console.print(f"[yellow]{store.path}: {len(store.torn_lines)} torn line(s) from an interrupted run redone")
-    done_tasks, skipped = [], []
-    for plan in tasks:
-        info = plan.info
-        capability = info.requires.pick(adapter.capabilities)
-        if capability is None:
-            serves = ", ".join(sorted(adapter.capabilities))
-            reason = f"model lacks capability {info.requires.describe()} (it serves {serves})"
-            console.print(f"[yellow]skipped[/yellow] {info.name}: {reason}")
-            skipped.append(Skipped(task=info.name, reason=reason))
-            continue
-        done_tasks.append(_run_task(plan, capability, adapter, config.seed, run_dir, store))
-    cfg = {"tasks": [p.as_dict() for p in tasks], "seed": config.seed, "include_paths": list(config.include_paths)}
-    _write_manifest(run_dir, adapter, cfg, started, time.perf_counter() - t0, done_tasks, skipped)
-    adapter.close()
-    run = score_run_dir(run_dir, include_paths=config.include_paths)
-    console.print(f"wrote {run_dir / 'run.json'}")
-    _print_summary(run)
-    return run_dir / "run.json"
+def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> ModelOutcome:
+    """Generate (resuming) then score one model's tasks in its run folder; returns what happened."""
+    run_dir = ensure_dir(run_dir_for(config.out, spec))
+    with RunLock(run_dir):
+        manifest = read_manifest(run_dir)
+        check_same_model(run_dir, manifest, spec)
+        with status(f"loading {spec.raw}"):
+            adapter = load_model(spec)
+        try:
+            check_same_identity(run_dir, manifest, adapter.meta.identity_sha256, spec)
+            manifest = _fresh_manifest(manifest, adapter)
+            write_manifest(run_dir, manifest)
+            caps = ", ".join(sorted(adapter.capabilities))
+            console.print(f"[bold]{spec.name}[/bold]: {type(adapter).__name__}, serves {caps}", highlight=False)
+            store = PredictionStore(run_dir / "predictions.jsonl")
+            for warning in store.warnings:
+                console.print(f"[yellow]warning[/yellow] {warning}", highlight=False)
+            skipped: list[Skipped] = []
+            task_errors: list[str] = []
+            for plan in tasks:
+                try:
+                    skip = _run_task(plan, adapter, config, run_dir, store, manifest)
+                except (OutputError, RunFolderBusy):
+                    raise  # the folder itself cannot be written: nothing more can be saved
+                except LongctxError as exc:  # one task's bug never costs the model's other tasks
+                    console.print(f"[red]error[/red] {plan.info.name}: {exc}", highlight=False)
+                    task_errors.append(f"{plan.info.name}: {exc}")
+                    skip = Skipped(task=plan.info.name, reason=str(exc), kind="error")
+                if skip is not None:
+                    if skip.kind != "error":
+                        console.print(f"[yellow]skipped[/yellow] {plan.info.name}: {skip.reason}", highlight=False)
+                        skipped.append(skip)
+                    manifest.skipped[plan.info.name] = skip
+                else:
+                    manifest.skipped.pop(plan.info.name, None)
+                write_manifest(run_dir, manifest)
+        finally:
+            adapter.close()
+        report = score_run_dir(run_dir, include_paths=config.include_paths)
+    console.print(f"wrote {run_dir / 'run.json'}", highlight=False)
+    print_summary(report)
+    ran = {p.info.name for p in tasks}
+    errors = task_errors + [e for e in report.errors if e.split(":", 1)[0] in ran]
+    return ModelOutcome(spec, run_dir / "run.json", errors, skipped)
 
 
-def build_samples(info: TaskInfo, task: Task, limit: int | None) -> list[Sample]:
-    """Materialize a task's samples, keeping at most `limit` per length (never only the first length)."""
-    dataset = task.dataset() if callable(task.dataset) else task.dataset
-    samples, per_length = [], {}
-    for s in dataset:
-        length = s.metadata.get("target_tokens")
-        if length is None:
-            raise LongctxError(f"{info.source}: task {info.name!r} sample {s.id!r} lacks metadata 'target_tokens'")
-        if limit is not None and per_length.get(length, 0) >= limit:
-            continue
-        per_length[length] = per_length.get(length, 0) + 1
-        samples.append(s)
-    ids = [s.id for s in samples]
-    if len(set(ids)) != len(ids):
-        raise LongctxError(f"{info.source}: task {info.name!r} yields duplicate sample ids")
-    return samples
-
-
-def sample_hash(s: Sample) -> str:
-    """Hash of everything in a sample; the dataset hash is the hash of these in order."""
-    return sha256_json([s.id, sha256_text(s.context), s.question, dict(s.gold), dict(s.metadata)])
-
-
-def _requests_of(task: Task, sample: Sample) -> list[Request]:
-    """A task's prompt may return one request or several (e.g. anaphors asked in batches)."""
-    out = task.prompt(sample)
-    return [out] if isinstance(out, Request) else list(out)
+def _fresh_manifest(held: Manifest | None, adapter: ModelAdapter) -> Manifest:
+    """The folder's manifest with this run's model, suite and environment (task entries kept)."""
+    base = {
+        "suite": suite_info(),
+        "model": adapter.meta,
+        "environment": environment(),
+        "identity": dict(adapter.identity),
+    }
+    if held is None:
+        return Manifest(**base, started=now_iso())
+    return held.model_copy(update=base)
 
 
 def _run_task(
-    plan: TaskPlan, capability: str, adapter: ModelAdapter, seed: int, run_dir: Path, store: PredictionStore
-) -> dict:
-    info, lengths = plan.info, plan.resolved_lengths
-    task = info.build(lengths=lengths, seed=seed, tokenizer=adapter.tokenizer)
-    with status(f"building {info.name} samples"):
-        samples = build_samples(info, task, plan.limit)
-    requests = [_requests_of(task, s) for s in samples]
+    plan: TaskPlan, adapter: ModelAdapter, config: RunConfig, run_dir: Path, store: PredictionStore, manifest: Manifest
+) -> Skipped | None:
+    """Generate one task's predictions; returns the reason when the task is skipped."""
+    info = plan.info
+    capability = info.requires.pick(adapter.capabilities)
+    if capability is None:
+        serves = ", ".join(sorted(adapter.capabilities))
+        reason = f"model lacks capability {info.requires.describe()} (it serves {serves})"
+        return Skipped(task=info.name, reason=reason, kind="capability")
+    started = now_iso()
+    try:
+        task = info.build(plan.args, lengths=plan.resolved_lengths, seed=config.seed, tokenizer=adapter.tokenizer)
+        with status(f"building {info.name} samples"):
+            built = build_samples(info, task, plan.limit)
+    except TaskUnavailable as exc:
+        return Skipped(task=info.name, reason=str(exc), kind="missing_data")
+    samples = built.samples
+    requests = [task.requests(s) for s in samples]
     keys = [
-        [prediction_key(info.name, info.version, f"{s.id}#{j}", r, adapter.identity) for j, r in enumerate(reqs)]
+        [prediction_key(info.name, info.version, f"{s.id}#{r.part}", r, adapter.identity) for r in reqs]
         for s, reqs in zip(samples, requests, strict=True)
     ]
-    _write_samples(run_dir / "samples" / f"{info.name}.jsonl", samples, requests, keys)
-    todo = [(i, j) for i, ks in enumerate(keys) for j, k in enumerate(ks) if k not in store]
+    samples_sha = _write_samples(run_dir / "samples" / f"{info.name}.jsonl", samples, requests, keys)
+    entry = TaskEntry(
+        name=info.name,
+        version=info.version,
+        capability=capability.value,
+        status="running",
+        dataset_hash=dataset_hash(samples),
+        n_samples=len(samples),
+        lengths=plan.resolved_lengths,
+        limit=plan.limit,
+        args=dict(plan.args),
+        seed=config.seed,
+        started=started,
+        samples_sha256=samples_sha,
+        planned=[(length, depth, n) for (length, depth), n in sorted(built.planned.items(), key=_stratum_order)],
+        include_paths=list(config.include_paths),
+    )
+    manifest.tasks[info.name] = entry
+    write_manifest(run_dir, manifest)
+    t0 = time.perf_counter()
+    warnings = _generate(info, task, samples, requests, keys, adapter, capability, store)
+    manifest.tasks[info.name] = entry.model_copy(
+        update={"status": "generated", "seconds": round(time.perf_counter() - t0, 3), "warnings": warnings}
+    )
+    return None
+
+
+def _stratum_order(item: tuple[tuple[int, float | None], int]) -> tuple:
+    (length, depth), _ = item
+    return (length, depth is not None, depth or 0.0)
+
+
+def _generate(
+    info: TaskInfo,
+    task: Task,
+    samples: Sequence[Sample],
+    requests: Sequence[list[Request]],
+    keys: Sequence[list[str]],
+    adapter: ModelAdapter,
+    capability: Capability,
+    store: PredictionStore,
+) -> list[str]:
+    """Measure every pending prompt, record over-window ones (never sent), serve the rest in length-sorted batches."""
+    name = info.name
+    bound = adapter.bind(task, samples)
+    todo = [(i, r) for i, reqs in enumerate(requests) for r in reqs if keys[i][r.part] not in store]
     total = sum(len(ks) for ks in keys)
     if len(todo) < total:
-        console.print(f"{info.name}: {total - len(todo)} of {total} predictions already done (resumed)")
+        console.print(f"{name}: {total - len(todo)} of {total} predictions already done (resumed)")
+    measured = [(i, r, bound.prompt_tokens(r)) for i, r in todo]
+    is_over = [capability.windowed and not bound.fits(r, n) for _, r, n in measured]
+    over = [m for m, o in zip(measured, is_over, strict=True) if o]
+    warnings = _over_window_warning(name, adapter, samples, requests, over)
+    fits = sorted((m for m, o in zip(measured, is_over, strict=True) if not o), key=lambda m: (m[2], m[0], m[1].part))
+    batch_size = max(1, int(getattr(bound, "batch_size", 1) or 1))
     with progress_bar() as bar:
-        job = bar.add_task(escape(f"{info.name} [{adapter.info.name}]"), total=total, completed=total - len(todo))
-        for i, j in todo:
-            sample, request = samples[i], requests[i][j]
-            pred = _predict_one(adapter, capability, task, sample, request, j)
-            extra = {
-                "task_version": info.version,
-                "target_tokens": sample.metadata["target_tokens"],
-                "max_new_tokens": request.max_new_tokens,
-                "capability": capability,
-                "part": j,
-            }
-            store.append(prediction_to_record(keys[i][j], info.name, sample.id, pred, extra))
+        job = bar.add_task(escape(f"{name} [{adapter.meta.name}]"), total=total, completed=total - len(todo))
+        for i, r, n in over:
+            window = adapter.meta.context_window
+            msg = f"prompt {n} + generation {r.max_new_tokens} tokens > context window {window}"
+            pred = Prediction(status="over_length", prompt_tokens=n, error=msg)
+            _save(store, keys[i][r.part], info, samples[i], r, capability, pred)
             bar.advance(job)
-    return {
-        "name": info.name,
-        "version": info.version,
-        "capability": capability,
-        "dataset_hash": sha256_json([sample_hash(s) for s in samples]),
-        "n_samples": len(samples),
-        "lengths": lengths,
-    }
+        for start in range(0, len(fits), batch_size):
+            batch = fits[start : start + batch_size]
+            preds = _serve(bound, capability, [r for _, r, _ in batch])
+            for (i, r, n), pred in zip(batch, preds, strict=True):
+                _save(store, keys[i][r.part], info, samples[i], r, capability, replace(pred, prompt_tokens=n))
+            bar.advance(job, len(batch))
+    return warnings
 
 
-def _predict_one(
-    adapter: ModelAdapter, capability: str, task: Task, sample: Sample, request: Request, part: int
-) -> Prediction:
-    """One prediction; an over-long prompt is recorded as such and never sent, a model error is recorded."""
-    n_prompt = adapter.prompt_tokens(request)
-    if getattr(adapter, "answers_from_gold", False):
-        gold = task.oracle(sample)
-        return _with(gold.parts[part] if gold.parts else gold, prompt_tokens=n_prompt)
-    if capability in WINDOWED and not adapter.fits(request, n_prompt):
-        window = adapter.info.context_window
-        msg = f"prompt {n_prompt} + generation {request.max_new_tokens} tokens > context window {window}"
-        return Prediction(status="over_length", prompt_tokens=n_prompt, error=msg)
+def _serve(adapter: ModelAdapter, capability: Capability, batch: list[Request]) -> list[Prediction]:
+    """One batch; a model failure is recorded per request (status error), never lost or fatal."""
     try:
-        pred = adapter.serve(capability, [request])[0]
+        preds = adapter.serve(capability, batch)
     except (RuntimeError, ValueError) as exc:
-        return Prediction(status="error", prompt_tokens=n_prompt, error=f"{type(exc).__name__}: {exc}"[:500])
-    return _with(pred, prompt_tokens=n_prompt)
+        error = f"{type(exc).__name__}: {exc}"[:500]
+        return [Prediction(status="error", error=error) for _ in batch]
+    if len(preds) != len(batch):
+        error = f"adapter returned {len(preds)} predictions for {len(batch)} requests"
+        return [Prediction(status="error", error=error) for _ in batch]
+    return preds
 
 
-def _with(pred: Prediction, **changes: object) -> Prediction:
-    return Prediction(**{**asdict(pred), "hits": pred.hits, **changes})
+def _save(
+    store: PredictionStore,
+    key: str,
+    info: TaskInfo,
+    sample: Sample,
+    request: Request,
+    cap: Capability,
+    pred: Prediction,
+) -> None:
+    extra = {
+        "task_version": info.version,
+        "target_tokens": sample.metadata["target_tokens"],
+        "max_new_tokens": request.max_new_tokens,
+        "capability": cap.value,
+        "part": request.part,
+    }
+    store.append(prediction_to_record(key, info.name, sample.id, pred, extra))
+
+
+def _over_window_warning(
+    name: str,
+    adapter: ModelAdapter,
+    samples: Sequence[Sample],
+    requests: Sequence[list[Request]],
+    over: list[tuple[int, Request, int]],
+) -> list[str]:
+    """Say, before generating, which lengths do not fit the model's window and how to extend it."""
+    if not over:
+        return []
+    lengths = sorted({stratum_of(samples[i])[0] for i, _, _ in over})
+    n_req = sum(len(r) for r in requests)
+    meta = adapter.meta
+    text = (
+        f"{name}: {len(over)} of {n_req} prompts at length(s) {', '.join(map(str, lengths))} exceed "
+        f"{meta.name}'s context window ({meta.context_window} tokens, prompt + generation); they are recorded as "
+        "over-length and shown as 'n/a (over window)', not scored. To extend the window: "
+        "?max_length=N, or RoPE scaling such as ?rope=yarn&rope_factor=F (hf models)"
+    )
+    console.print(f"[yellow]warning[/yellow] {text}", highlight=False)
+    return [text]
 
 
 def _write_samples(
     path: Path, samples: Sequence[Sample], requests: Sequence[list[Request]], keys: Sequence[list[str]]
-) -> None:
-    """The gold side of scoring, so `score RUN_DIR` needs neither the model nor the builders."""
+) -> str:
+    """The gold side of scoring, so `score RUN_DIR` needs neither the model nor the builders; returns its sha256."""
     lines = []
     for s, r, k in zip(samples, requests, keys, strict=True):
         rec = {
@@ -192,53 +282,7 @@ def _write_samples(
             "context_chars": len(s.context),
             "max_new_tokens": [x.max_new_tokens for x in r],
         }
-        lines.append(json.dumps(rec, ensure_ascii=False, sort_keys=True))
-    atomic_write_text(path, "\n".join(lines) + ("\n" if lines else ""))
-
-
-def _write_manifest(
-    run_dir: Path,
-    adapter: ModelAdapter,
-    config: dict,
-    started: str,
-    seconds: float,
-    tasks: list[dict],
-    skipped: list[Skipped],
-) -> None:
-    i = adapter.info
-    model = ModelMeta(
-        spec=i.spec,
-        name=i.name,
-        kind=i.kind,
-        revision=i.revision,
-        sha256=i.sha256,
-        params=i.params,
-        dtype=i.dtype,
-        tokenizer=i.tokenizer,
-        tokenizer_sha256=i.tokenizer_sha256,
-        chat_template_sha256=i.chat_template_sha256,
-        context_window=i.context_window,
-        capabilities=sorted(adapter.capabilities),
-    )
-    cfg = {**config, "model_identity": adapter.identity}
-    manifest = {
-        "suite": suite_info().model_dump(),
-        "model": model.model_dump(),
-        "environment": environment().model_dump(),
-        "config": cfg,
-        "config_hash": sha256_json(cfg),
-        "started": started,
-        "seconds": round(seconds, 3),
-        "tasks": tasks,
-        "skipped": [s.model_dump() for s in skipped],
-    }
-    atomic_write_text(run_dir / "manifest.json", json.dumps(manifest, indent=2, sort_keys=True) + "\n")
-
-
-def _print_summary(run: RunResult) -> None:
-    for t in run.tasks:
-        pooled = [r for r in t.results if r.length is None and r.depth is None]
-        text = ", ".join(f"{r.metric}={r.value:.3f} [{r.ci95[0]:.2f}, {r.ci95[1]:.2f}]" for r in pooled)
-        console.print(f"  {t.name} (n={t.n_samples}, over_length={t.over_length}): {text}")
-    for s in run.skipped:
-        console.print(f"  skipped {s.task}: {s.reason}")
+        lines.append(json.dumps(rec, ensure_ascii=False, sort_keys=True, allow_nan=False))
+    text = "\n".join(lines) + ("\n" if lines else "")
+    atomic_write_text(path, text)
+    return sha256_text(text)

@@ -41,6 +41,8 @@ class Request:
     retrieval: RetrievalParams = field(default_factory=RetrievalParams)
     extra: Mapping[str, Any] = field(default_factory=dict)
     """Task-specific structured input (e.g. tokens and gold mentions for a coreference system)."""
+    part: int = 0
+    """Index of this request among its sample's requests (set by the runner)."""
 
 
 @dataclass(frozen=True)

@@ -1,103 +1,202 @@
-"""Scoring: a pure function of RUN_DIR's saved predictions and gold; `longctx-eval score` reruns it alone."""
+"""Scoring: a pure function of RUN_DIR's saved predictions and gold; `longctx-eval score` reruns it alone.
+
+run.json accumulates: it holds every task generated in the folder, each scored from its own samples and
+predictions; a task that cannot be scored now keeps its earlier result (with a warning) and loses nothing.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import inspect
 import json
-from collections import defaultdict
-from collections.abc import Sequence
+from collections import Counter, defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from longctx_eval.errors import RunFileError
+from longctx_eval.discovery import discover
+from longctx_eval.errors import LongctxError, RunFileError
+from longctx_eval.hashing import sha256_json, sha256_text
+from longctx_eval.manifest import Manifest, TaskEntry, read_manifest
 from longctx_eval.metrics.aggregate import Metric, rate
 from longctx_eval.predictions import PredictionStore, combine_parts, record_to_prediction
-from longctx_eval.registry import discover
-from longctx_eval.results import MetricResult, RunResult, Skipped, TaskResult, Throughput, write_run
+from longctx_eval.progress import console
+from longctx_eval.results import Coverage, MetricResult, RunResult, Skipped, TaskResult, Throughput, read_run, write_run
 from longctx_eval.sample import Prediction, Sample, Score
+from longctx_eval.sampling import stratum_of
+from longctx_eval.task import Task, TaskInfo
 
 STANDARD_METRICS = (rate("over_length"), rate("error"))
+OVER_ALL = frozenset({"over_length"})
+"""Metrics computed over every sample; all others only over samples that fit the model's window."""
 
 
-def score_run_dir(run_dir: Path, include_paths: Sequence[str] = ()) -> RunResult:
-    """Recompute every metric of a run folder and write RUN_DIR/run.json atomically."""
-    manifest = _read_json(run_dir / "manifest.json", "re-run `longctx-eval run` to finish the run")
+@dataclass
+class ScoreReport:
+    """The run file written, and per-task problems ('task: message') that kept a task from being rescored."""
+
+    run: RunResult
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+
+
+def score_run_dir(run_dir: Path, include_paths: Sequence[str] = ()) -> ScoreReport:
+    """Recompute every task's metrics in a run folder and write RUN_DIR/run.json atomically."""
+    manifest = read_manifest(run_dir)
+    if manifest is None:
+        raise RunFileError(f"{run_dir / 'manifest.json'} is missing: nothing was run here; run `longctx-eval run`")
     store = PredictionStore(run_dir / "predictions.jsonl")
-    registry = discover(include_paths or manifest["config"].get("include_paths", []))
-    results = []
-    for entry in manifest["tasks"]:
-        info = registry.get(entry["name"])
-        if info is None:
-            raise RunFileError(f"{run_dir}: task {entry['name']!r} is not discoverable; pass its --include-path")
-        if info.version != entry["version"]:
-            raise RunFileError(
-                f"{run_dir}: task {info.name!r} ran as version {entry['version']} but version {info.version} is "
-                "installed; its scores would not be comparable. Re-run the task."
-            )
-        task = info.build(lengths=entry["lengths"], seed=manifest["config"]["seed"], tokenizer=None)
-        results.append(_score_task(run_dir, entry, task.scorer, list(task.metrics), store))
-    run = RunResult(
-        suite=manifest["suite"],
-        model=manifest["model"],
-        environment=manifest["environment"],
-        config=manifest["config"],
-        config_hash=manifest["config_hash"],
-        started=manifest["started"],
-        seconds=manifest["seconds"],
-        tasks=results,
-        skipped=[Skipped(**s) for s in manifest["skipped"]],
-    )
+    report_warnings = list(store.warnings)
+    previous = _previous(run_dir, report_warnings)
+    paths = list(include_paths) or sorted({p for e in manifest.tasks.values() for p in e.include_paths})
+    registry = discover(paths)
+    results: list[TaskResult] = []
+    errors: list[str] = []
+    for entry in manifest.tasks.values():
+        try:
+            if entry.name not in registry:
+                raise RunFileError(f"task {entry.name!r} is not discoverable; pass its --include-path")
+            results.append(_score_task(run_dir, manifest, entry, registry.get(entry.name), store))
+        except LongctxError as exc:
+            held = previous.get(entry.name)
+            if held is not None:
+                results.append(held)
+            errors.append(f"{entry.name}: {exc}" + ("; its earlier result is kept" if held is not None else ""))
+    scored = {t.name for t in results}
+    skipped = [s for name, s in sorted(manifest.skipped.items()) if name not in scored]
+    skipped += [
+        Skipped(task=e.split(":", 1)[0], reason=e.split(":", 1)[1].strip(), kind="error")
+        for e in errors
+        if e.split(":", 1)[0] not in scored and e.split(":", 1)[0] not in manifest.skipped
+    ]
+    run = _run_result(manifest, results, skipped)
     write_run(run, run_dir / "run.json")
-    return run
+    return ScoreReport(run, errors, report_warnings)
 
 
-def _read_json(path: Path, hint: str) -> dict:
+def _previous(run_dir: Path, warnings: list[str]) -> dict[str, TaskResult]:
+    path = run_dir / "run.json"
+    if not path.exists():
+        return {}
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise RunFileError(f"{path} is missing: the run did not finish; {hint}") from None
-    except json.JSONDecodeError as exc:
-        raise RunFileError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
+        return {t.name: t for t in read_run(path).tasks}
+    except RunFileError as exc:
+        warnings.append(f"earlier {exc}; it is rewritten from the predictions")
+        return {}
+
+
+def _run_result(manifest: Manifest, results: list[TaskResult], skipped: list[Skipped]) -> RunResult:
+    configs = [
+        r.model_dump(include={"name", "version", "capability", "lengths", "limit", "args", "seed"}) for r in results
+    ]
+    config = {
+        "tasks": configs,
+        "seed": results[-1].seed if results and results[-1].seed is not None else 0,
+        "include_paths": sorted({p for e in manifest.tasks.values() for p in e.include_paths}),
+        "model_identity": manifest.identity,
+    }
+    started = max([r.started for r in results if r.started] or [manifest.started])
+    return RunResult(
+        suite=manifest.suite,
+        model=manifest.model,
+        environment=manifest.environment,
+        config=config,
+        config_hash=sha256_json(config),
+        started=started,
+        seconds=round(sum(r.throughput.seconds for r in results), 3),
+        tasks=results,
+        skipped=skipped,
+    )
+
+
+def scorer_sha256(info: TaskInfo, task: Task) -> str:
+    """Hash of the scoring code: the task's module and the file defining its scorer."""
+    files = {info.source}
+    with contextlib.suppress(TypeError):
+        files.add(inspect.getsourcefile(task.scorer) or "")
+    h = hashlib.sha256()
+    for f in sorted(p for p in files if p and Path(p).is_file()):
+        h.update(Path(f).read_bytes())
+    return h.hexdigest()
 
 
 def _load_samples(path: Path) -> list[tuple[Sample, list[str]]]:
     out = []
-    with path.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, 1):
-            try:
-                rec = json.loads(line)
-                out.append((Sample(rec["id"], "", rec["question"], rec["gold"], rec["metadata"]), rec["keys"]))
-            except (json.JSONDecodeError, KeyError) as exc:
-                raise RunFileError(f"{path}:{lineno}: malformed sample record ({exc})") from None
+    try:
+        lines = path.read_bytes().decode("utf-8").splitlines()
+    except FileNotFoundError:
+        raise RunFileError(f"{path} is missing; re-run the task") from None
+    except UnicodeDecodeError as exc:
+        raise RunFileError(f"{path}: not UTF-8 ({exc.reason}); re-run the task") from None
+    for lineno, line in enumerate(lines, 1):
+        try:
+            rec = json.loads(line)
+            out.append((Sample(rec["id"], "", rec["question"], rec["gold"], rec["metadata"]), list(rec["keys"])))
+        except (json.JSONDecodeError, KeyError, TypeError) as exc:
+            raise RunFileError(f"{path}:{lineno}: malformed sample record ({type(exc).__name__}: {exc})") from None
     return out
 
 
-def score_one(scorer, sample: Sample, pred: Prediction) -> Score:  # noqa: ANN001
+def score_one(scorer: Callable[[Sample, Prediction], Score], sample: Sample, pred: Prediction) -> Score:
     """The task's score plus the standard over_length and error flags every task reports."""
-    values = dict(scorer(sample, pred).values)
+    try:
+        values = dict(scorer(sample, pred).values)
+    except Exception as exc:  # a plugin's bug is named with its sample, never a raw traceback
+        raise RunFileError(f"scorer failed on sample {sample.id!r}: {type(exc).__name__}: {exc}") from exc
     values["over_length"] = float(pred.status == "over_length")
     values["error"] = float(pred.status == "error")
     return Score(values)
 
 
-def _score_task(run_dir: Path, entry: dict, scorer, metrics: list[Metric], store: PredictionStore) -> TaskResult:  # noqa: ANN001
-    pairs = _load_samples(run_dir / "samples" / f"{entry['name']}.jsonl")
+def _score_task(
+    run_dir: Path, manifest: Manifest, entry: TaskEntry, info: TaskInfo, store: PredictionStore
+) -> TaskResult:
+    """One task's TaskResult from its samples file and predictions, checked to belong to its manifest entry."""
+    if entry.status != "generated":
+        raise RunFileError(f"generation did not finish (started {entry.started}); re-run the same command to resume")
+    if info.version != entry.version:
+        raise RunFileError(
+            f"ran as version {entry.version} but version {info.version} is installed; "
+            "its scores would not be comparable. Re-run the task"
+        )
+    path = run_dir / "samples" / f"{entry.name}.jsonl"
+    if (
+        entry.samples_sha256 is not None
+        and path.is_file()
+        and sha256_text(path.read_text("utf-8", "replace")) != entry.samples_sha256
+    ):
+        raise RunFileError(
+            f"{path} does not belong to this folder's {entry.name} run of {entry.started} (another run rewrote it); "
+            "re-run the task"
+        )
+    pairs = _load_samples(path)
     missing = [s.id for s, keys in pairs if any(k not in store for k in keys)]
     if missing:
         raise RunFileError(
-            f"{run_dir}: task {entry['name']!r} lacks {len(missing)} prediction(s) (first: {missing[0]}); "
-            "re-run the same command to resume"
+            f"lacks {len(missing)} prediction(s) (first: {missing[0]}); re-run the same command to resume"
         )
+    task = info.build(entry.args, lengths=entry.lengths, seed=entry.seed, tokenizer=None)
     scored, seconds, tokens = [], 0.0, 0
     for sample, keys in pairs:
         pred = combine_parts([record_to_prediction(store.records[k]) for k in keys])
-        scored.append((sample, score_one(scorer, sample, pred)))
+        scored.append((sample, score_one(task.scorer, sample, pred)))
         seconds += pred.seconds
         tokens += pred.prompt_tokens or 0
-    n_ok = sum(1 for _, sc in scored if not sc["over_length"] and not sc["error"])
+    metrics = list(task.metrics)
+    warnings = list(entry.warnings)
+    primary = metrics[0]
+    if not any(all(f in sc.values for f in primary.fields) for _, sc in scored):
+        text = f"the scorer never produced the primary metric {primary.name!r} (fields {list(primary.fields)})"
+        console.print(f"[yellow]warning[/yellow] {entry.name}: {text}", highlight=False)
+        warnings.append(text)
+    evaluated = [(s, sc) for s, sc in scored if not sc["over_length"]]
+    n_ok = sum(1 for _, sc in evaluated if not sc["error"])
     return TaskResult(
-        name=entry["name"],
-        version=entry["version"],
-        capability=entry["capability"],
-        dataset_hash=entry["dataset_hash"],
+        name=entry.name,
+        version=entry.version,
+        capability=entry.capability,
+        dataset_hash=entry.dataset_hash,
         n_samples=len(pairs),
         over_length=sum(int(sc["over_length"]) for _, sc in scored),
         errors=sum(int(sc["error"]) for _, sc in scored),
@@ -107,22 +206,62 @@ def _score_task(run_dir: Path, entry: dict, scorer, metrics: list[Metric], store
             prompt_tokens_per_s=tokens / seconds if seconds else 0.0,
             seconds=round(seconds, 3),
         ),
+        args=entry.args,
+        lengths=entry.lengths,
+        limit=entry.limit,
+        seed=entry.seed,
+        config_hash=entry.config_hash(manifest.identity),
+        started=entry.started,
+        scorer_sha256=scorer_sha256(info, task),
+        coverage=coverage(scored, entry.planned),
+        pooled_lengths=sorted({stratum_of(s)[0] for s, _ in evaluated}),
+        warnings=warnings,
     )
 
 
+def coverage(scored: list[tuple[Sample, Score]], planned: list[tuple[int, float | None, int]]) -> list[Coverage]:
+    """Per (length, depth) and per length: samples in the full grid, evaluated, and over the window."""
+    plan: Counter = Counter()
+    for length, depth, n in planned:
+        plan[(length, depth)] += n
+        if depth is not None:
+            plan[(length, None)] += n
+    seen: Counter = Counter()
+    over: Counter = Counter()
+    for sample, score in scored:
+        length, depth = stratum_of(sample)
+        for cell in {(length, depth), (length, None)}:
+            (over if score["over_length"] else seen)[cell] += 1
+    cells = set(plan) | set(seen) | set(over)
+    return [
+        Coverage(
+            length=length,
+            depth=depth,
+            planned=max(plan[(length, depth)], seen[(length, depth)] + over[(length, depth)]),
+            evaluated=seen[(length, depth)],
+            over_length=over[(length, depth)],
+        )
+        for length, depth in sorted(cells, key=lambda c: (c[0], c[1] is not None, c[1] or 0.0))
+    ]
+
+
 def grouped_results(scored: list[tuple[Sample, Score]], metrics: list[Metric]) -> list[MetricResult]:
-    """Each metric per (length, depth), per length pooled over depths, and pooled over everything."""
+    """Each metric per (length, depth), per length pooled over depths, and pooled over everything.
+
+    Over-window samples count only in `over_length`; every other metric is over the samples that fit.
+    """
     groups: dict[tuple[int | None, float | None], list[Score]] = defaultdict(list)
     for sample, score in scored:
-        length, depth = sample.metadata.get("target_tokens"), sample.metadata.get("depth")
+        length, depth = stratum_of(sample)
         groups[(None, None)].append(score)
         groups[(length, None)].append(score)
         if depth is not None:
-            groups[(length, float(depth))].append(score)
+            groups[(length, depth)].append(score)
     rows = []
     for (length, depth), scores in sorted(groups.items(), key=_group_order):
         for m in metrics:
-            vals = [[s.values[f] for f in m.fields] for s in scores if all(f in s.values for f in m.fields)]
+            pool = scores if m.name in OVER_ALL else [s for s in scores if not s["over_length"]]
+            vals = [[s.values[f] for f in m.fields] for s in pool if all(f in s.values for f in m.fields)]
             if not vals:
                 continue  # a metric absent from every sample of a group is omitted, never filled with a sentinel
             value, ci = m.compute(vals)
@@ -142,3 +281,17 @@ def grouped_results(scored: list[tuple[Sample, Score]], metrics: list[Metric]) -
 def _group_order(item: tuple[tuple[int | None, float | None], list[Score]]) -> tuple:
     (length, depth), _ = item
     return (length is not None, length or 0, depth is not None, depth or 0.0)
+
+
+def print_summary(report: ScoreReport) -> None:
+    """The pooled metrics of each task, then skips, warnings and errors, one line each."""
+    for t in report.run.tasks:
+        pooled = [r for r in t.results if r.length is None and r.depth is None]
+        text = ", ".join(f"{r.metric}={r.value:.3f} [{r.ci95[0]:.2f}, {r.ci95[1]:.2f}]" for r in pooled)
+        console.print(f"  {t.name} (n={t.n_samples}, over_length={t.over_length}): {text}", highlight=False)
+    for s in report.run.skipped:
+        console.print(f"  skipped {s.task}: {s.reason}", highlight=False)
+    for w in report.warnings:
+        console.print(f"  [yellow]warning[/yellow] {w}", highlight=False)
+    for e in report.errors:
+        console.print(f"  [red]error[/red] {e}", highlight=False)

@@ -9,12 +9,12 @@ import tomllib
 from pathlib import Path
 
 from longctx_eval.errors import ConfigError, did_you_mean
-from longctx_eval.registry import select
+from longctx_eval.registry import Registry
 from longctx_eval.run_config import TaskPlan, check_limit
 from longctx_eval.task import TaskInfo
 
 SUITES = Path(__file__).resolve().parent / "suites"
-TASK_KEYS = frozenset({"lengths", "limit"})
+TASK_KEYS = frozenset({"lengths", "limit", "args"})
 
 
 def suite_path(name: str) -> Path:
@@ -30,7 +30,7 @@ def suite_path(name: str) -> Path:
     return SUITES / f"{name}.toml"
 
 
-def load_suite(name: str, registry: dict[str, TaskInfo]) -> dict[str, list[TaskPlan]]:
+def load_suite(name: str, registry: Registry[TaskInfo]) -> dict[str, list[TaskPlan]]:
     """Model spec -> its task plans, in file order; every key is checked against what is known."""
     path = suite_path(name)
     try:
@@ -47,10 +47,12 @@ def load_suite(name: str, registry: dict[str, TaskInfo]) -> dict[str, list[TaskP
     return plans
 
 
-def _plan(path: Path, spec: str, task: str, opts: object, registry: dict[str, TaskInfo]) -> TaskPlan:
+def _plan(path: Path, spec: str, task: str, opts: object, registry: Registry[TaskInfo]) -> TaskPlan:
     where = f"{path}: [{spec}] {task}"
     if not isinstance(opts, dict):
-        raise ConfigError(f"{where}: expected a table such as {{ lengths = [1024], limit = 2 }}")
+        raise ConfigError(
+            f"{where}: expected a table such as {{ lengths = [1024], limit = 2, args = {{ depths = 3 }} }}"
+        )
     unknown = set(opts) - TASK_KEYS
     if unknown:
         key = sorted(unknown)[0]
@@ -60,5 +62,9 @@ def _plan(path: Path, spec: str, task: str, opts: object, registry: dict[str, Ta
         not isinstance(lengths, list) or not lengths or not all(isinstance(n, int) and n > 0 for n in lengths)
     ):
         raise ConfigError(f"{where}: lengths must be a non-empty list of positive token counts, got {lengths!r}")
-    info = select(registry, [task])[0]
-    return TaskPlan(info, tuple(lengths) if lengths else None, check_limit(opts.get("limit"), where))
+    info = registry.get(task)
+    args = opts.get("args", {})
+    if not isinstance(args, dict):
+        raise ConfigError(f"{where}: args must be a table of task arguments, e.g. args = {{ source = 'synthetic' }}")
+    checked = info.check_args(args, where)
+    return TaskPlan(info, tuple(lengths) if lengths else None, check_limit(opts.get("limit"), where), checked)

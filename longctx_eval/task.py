@@ -3,51 +3,46 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from longctx_eval.errors import TaskDefinitionError
+from longctx_eval.capability import Capability
+from longctx_eval.errors import ConfigError, TaskDefinitionError, did_you_mean
 from longctx_eval.metrics.aggregate import Metric
-from longctx_eval.sample import Prediction, Request, Sample, Score
-
-CAPABILITIES = frozenset({"generate", "loglikelihood", "retrieve", "attention", "coref"})
+from longctx_eval.sample import Hit, Prediction, Request, Sample, Score
 
 
 @dataclass(frozen=True)
 class Requirement:
     """Model capabilities a task can run on: any one of `options`, preferred in order."""
 
-    options: tuple[str, ...]
+    options: tuple[Capability, ...]
 
-    def pick(self, capabilities: Iterable[str]) -> str | None:
+    def pick(self, capabilities: Iterable[str]) -> Capability | None:
         """The first option the model serves, or None."""
-        caps = set(capabilities)
+        caps = {Capability(c) for c in capabilities}
         return next((o for o in self.options if o in caps), None)
 
     def describe(self) -> str:
-        return " or ".join(repr(o) for o in self.options)
+        return " or ".join(repr(o.value) for o in self.options)
 
 
 def any_of(*capabilities: str) -> Requirement:
     """A task that runs on a model serving any of these capabilities (first preferred)."""
-    unknown = [c for c in capabilities if c not in CAPABILITIES]
+    known = [c.value for c in Capability]
+    unknown = [c for c in capabilities if c not in known]
     if unknown or not capabilities:
-        raise TaskDefinitionError(
-            f"unknown capability {unknown or '(none given)'}; expected some of {sorted(CAPABILITIES)}"
-        )
-    return Requirement(tuple(capabilities))
+        raise TaskDefinitionError(f"unknown capability {unknown or '(none given)'}; expected some of {known}")
+    return Requirement(tuple(Capability(c) for c in capabilities))
 
 
 def gold_answer_oracle(sample: Sample) -> Prediction:
     """The oracle's answer: the first gold answer, verbatim (and the gold span as a hit when there is one)."""
     answers = sample.gold.get("answers") or [""]
     span = sample.gold.get("span")
-    hits = ()
-    if span is not None:
-        from longctx_eval.sample import Hit
-
-        hits = (Hit(int(span[0]), int(span[1]), 1.0),)
+    hits = (Hit(int(span[0]), int(span[1]), 1.0),) if span is not None else ()
     return Prediction(text=str(answers[0]), hits=hits)
 
 
@@ -57,10 +52,30 @@ class Task:
 
     dataset: Sequence[Sample] | Callable[[], Iterable[Sample]]
     """The samples, or a zero-argument callable yielding them (lazy: `score` builds a task only for its scorer)."""
-    prompt: Callable[[Sample], Request]
+    prompt: Callable[[Sample], Request | Sequence[Request]]
     scorer: Callable[[Sample, Prediction], Score]
     metrics: Sequence[Metric]
     oracle: Callable[[Sample], Prediction] = gold_answer_oracle
+
+    def samples(self) -> Iterable[Sample]:
+        """The dataset, built now if it is lazy."""
+        return self.dataset() if callable(self.dataset) else self.dataset
+
+    def requests(self, sample: Sample) -> list[Request]:
+        """The requests of one sample, numbered by `part` (a prompt may return one request or several)."""
+        out = self.prompt(sample)
+        reqs = [out] if isinstance(out, Request) else list(out)
+        return [r if r.part == i else _with_part(r, i) for i, r in enumerate(reqs)]
+
+
+def _with_part(request: Request, part: int) -> Request:
+    from dataclasses import replace
+
+    return replace(request, part=part)
+
+
+RUN_PARAMS = ("lengths", "seed", "tokenizer")
+"""Factory parameters the runner supplies; every other keyword parameter is a task argument."""
 
 
 @dataclass(frozen=True)
@@ -76,18 +91,62 @@ class TaskInfo:
     source: str = ""
     params: tuple[str, ...] = field(default_factory=tuple)
 
-    def build(self, **kwargs: object) -> Task:
-        """Call the factory with the run's arguments it accepts, and check what it returns."""
-        accepted = {k: v for k, v in kwargs.items() if k in self.params}
-        result = self.factory(**accepted)
+    @property
+    def arguments(self) -> dict[str, Any]:
+        """Task arguments (factory keyword parameters beyond lengths/seed/tokenizer) with their defaults."""
+        sig = inspect.signature(self.factory).parameters
+        return {n: p.default for n, p in sig.items() if n not in RUN_PARAMS and p.kind is not p.VAR_KEYWORD}
+
+    def check_args(self, args: Mapping[str, Any], where: str) -> dict[str, Any]:
+        """Task arguments checked against the factory's signature, converted to the default's type."""
+        known = self.arguments
+        out: dict[str, Any] = {}
+        for key, value in args.items():
+            if key not in known:
+                hint = did_you_mean(key, known) if known else " It takes no arguments."
+                raise ConfigError(f"{where}: task {self.name!r} has no argument {key!r}.{hint}")
+            out[key] = convert_arg(value, known[key], f"{where}: {self.name}.{key}")
+        return out
+
+    def build(self, args: Mapping[str, Any] | None = None, **run: object) -> Task:
+        """Call the factory with the run's parameters it accepts and the task arguments; check the result."""
+        accepted = {k: v for k, v in run.items() if k in self.params}
+        result = self.factory(**accepted, **dict(args or {}))
         if not isinstance(result, Task):
             raise TaskDefinitionError(
                 f"{self.source}: task {self.name!r} factory returned {type(result).__name__}; expected a Task"
             )
         names = [m.name for m in result.metrics]
+        if not names:
+            raise TaskDefinitionError(f"{self.source}: task {self.name!r} has no metrics; the first is the primary")
         if len(set(names)) != len(names):
             raise TaskDefinitionError(f"{self.source}: task {self.name!r} has duplicate metric names {names}")
         return result
+
+
+def convert_arg(value: Any, default: Any, where: str) -> Any:
+    """A task argument given as text (CLI) or TOML value, converted to the type of the parameter's default."""
+    if default is inspect.Parameter.empty or default is None or not isinstance(value, str):
+        target = type(default) if default not in (inspect.Parameter.empty, None) else None
+        if target is not None and not isinstance(value, target) and not (target is float and type(value) is int):
+            raise ConfigError(f"{where}: expected {target.__name__}, got {value!r}")
+        return value
+    try:
+        if isinstance(default, bool):
+            low = value.strip().lower()
+            if low not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return low in ("true", "1", "yes")
+        if isinstance(default, int):
+            return int(value)
+        if isinstance(default, float):
+            out = float(value)
+            if out != out or out in (float("inf"), float("-inf")):
+                raise ValueError
+            return out
+    except ValueError:
+        raise ConfigError(f"{where}: {value!r} is not a {type(default).__name__}") from None
+    return value
 
 
 _PENDING: list[TaskInfo] = []
@@ -140,7 +199,7 @@ def _source_of(obj: object) -> str:
 
 
 def take_pending() -> list[TaskInfo]:
-    """Tasks registered since the last call (the registry drains this after importing a plugin)."""
+    """Tasks registered since the last call (discovery drains this after importing a plugin)."""
     out = list(_PENDING)
     _PENDING.clear()
     return out

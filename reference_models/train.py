@@ -3,7 +3,7 @@
     nice -n 10 .venv/bin/python reference_models/train.py --model all --out reference_models
 
 Both are the same 2-layer Llama (d=128, 4 heads, SwiGLU 256, tied embeddings, vocab 128) trained at 128
-tokens on the toy language of `data_builders/passkey.py`: 80% passkey sequences (answer tokens weighted
+tokens on the toy language of `data_builders/posprobe_language.py`: 80% passkey sequences (answer tokens weighted
 x10 in the loss), 20% plain toy text. tiny-rope uses RoPE (theta 1e4); tiny-alibi disables RoPE
 (`proportional`, partial_rotary_factor 0) and adds ALiBi slopes 2^-2..2^-8 in the attention function.
 Passkey accuracy at 128 tokens must reach 0.95 before anything is saved.
@@ -25,7 +25,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from data_builders.passkey import (  # noqa: E402
+from data_builders.posprobe_language import (  # noqa: E402
     LANGUAGE_SEED,
     QUESTION,
     ToyCodec,

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from data_builders.coref_samples import CorefConfig, CorefKit, coref_metrics, synthetic_samples
 from longctx_eval import Task, Tokenizer, any_of, task
+
+from ._coref import CorefConfig, CorefKit, coref_metrics, synthetic_samples
 
 
 @task(

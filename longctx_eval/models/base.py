@@ -1,57 +1,53 @@
-"""The model-adapter protocol: batch-first methods, declared capabilities, measured metadata."""
+"""The model-adapter protocol: batch-first methods per capability, and the metadata that keys predictions."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from longctx_eval.sample import Prediction, Request
+from longctx_eval.capability import Capability
+from longctx_eval.hashing import sha256_json
+from longctx_eval.results import ModelMeta
+from longctx_eval.sample import Prediction, Request, Sample
 from longctx_eval.text.tokenizer import Tokenizer
 
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What a run file records about a model so that a result can be traced to exact weights."""
-
-    spec: str
-    name: str
-    kind: str
-    tokenizer: str
-    revision: str | None = None
-    sha256: str | None = None
-    params: int | None = None
-    dtype: str | None = None
-    tokenizer_sha256: str | None = None
-    chat_template_sha256: str | None = None
-    context_window: int | None = None
-    settings: dict[str, Any] = field(default_factory=dict)
+if TYPE_CHECKING:
+    from longctx_eval.models.spec import ModelSpec
+    from longctx_eval.task import Task
 
 
-CAPABILITY_METHODS = {
-    "generate": "generate",
-    "loglikelihood": "loglikelihood",
-    "retrieve": "retrieve",
-    "attention": "attention_stats",
-    "coref": "predict_clusters",
-}
-"""The adapter method that serves each capability; every method takes a batch of requests."""
+def identity_of(meta: ModelMeta) -> dict[str, Any]:
+    """What keys a prediction: model name and spec, revision, weights hash, the generation/retrieval settings."""
+    return {"name": meta.name, "spec": meta.spec, "revision": meta.revision, "sha256": meta.sha256, **meta.settings}
+
+
+def model_meta(spec: ModelSpec, tokenizer: Tokenizer, capabilities: Iterable[Capability], **fields: Any) -> ModelMeta:
+    """The run-file record of a loaded model, its identity hash filled in."""
+    meta = ModelMeta(
+        spec=spec.raw,
+        name=spec.name,
+        kind=spec.kind,
+        tokenizer=tokenizer.name,
+        tokenizer_sha256=tokenizer.sha256,
+        capabilities=sorted(str(c) for c in capabilities),
+        **fields,
+    )
+    return meta.model_copy(update={"identity_sha256": sha256_json(identity_of(meta))})
 
 
 class ModelAdapter:
     """Base of every adapter; subclasses set `capabilities` and implement the methods they declare."""
 
-    capabilities: frozenset[str] = frozenset()
+    capabilities: frozenset[Capability] = frozenset()
 
-    def __init__(self, info: ModelInfo, tokenizer: Tokenizer) -> None:
-        self.info = info
+    def __init__(self, meta: ModelMeta, tokenizer: Tokenizer) -> None:
+        self.meta = meta
         self.tokenizer = tokenizer
 
     @property
     def identity(self) -> dict[str, Any]:
-        """What keys a prediction: model id, revision, weights hash and the generation/retrieval settings."""
-        i = self.info
-        return {"name": i.name, "spec": i.spec, "revision": i.revision, "sha256": i.sha256, **i.settings}
+        """What keys a prediction (unchanged across versions, so earlier predictions.jsonl files resume)."""
+        return identity_of(self.meta)
 
     def prompt_tokens(self, request: Request) -> int:
         """Measured prompt length of `request` in this model's tokenizer, exactly as it will be sent."""
@@ -59,7 +55,7 @@ class ModelAdapter:
 
     def fits(self, request: Request, prompt_tokens: int) -> bool:
         """Whether prompt plus generation budget fits the context window (always, when there is none)."""
-        window = self.info.context_window
+        window = self.meta.context_window
         return window is None or prompt_tokens + request.max_new_tokens <= window
 
     def generate(self, requests: Sequence[Request]) -> list[Prediction]:
@@ -70,9 +66,13 @@ class ModelAdapter:
         """Ranked chunk hits of each request's context for its query."""
         raise NotImplementedError(f"{type(self).__name__} does not serve 'retrieve'")
 
-    def serve(self, capability: str, requests: Sequence[Request]) -> list[Prediction]:
+    def serve(self, capability: Capability | str, requests: Sequence[Request]) -> list[Prediction]:
         """Dispatch a batch to the method that serves `capability`."""
-        return getattr(self, CAPABILITY_METHODS[capability])(requests)
+        return getattr(self, Capability(capability).method)(requests)
+
+    def bind(self, task: Task, samples: Sequence[Sample]) -> ModelAdapter:
+        """The adapter that answers `task`'s requests for `samples`: itself, except for the oracle."""
+        return self
 
     def close(self) -> None:
         """Release memory held by the model."""

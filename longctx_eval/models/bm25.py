@@ -7,9 +7,9 @@ from collections.abc import Sequence
 import numpy as np
 
 from longctx_eval.assets import load_tokenizer
-from longctx_eval.models.base import ModelInfo
+from longctx_eval.models.base import model_meta
 from longctx_eval.models.chunk_retriever import ChunkRetriever
-from longctx_eval.models.spec import ModelSpec, option_float
+from longctx_eval.models.spec import ModelSpec
 
 
 class BM25Retriever(ChunkRetriever):
@@ -19,19 +19,17 @@ class BM25Retriever(ChunkRetriever):
         import bm25s
 
         self._bm25s = bm25s
-        self.k1 = option_float(spec, "k1", 1.5)
-        self.b = option_float(spec, "b", 0.75)
+        self.k1 = spec.options.k1
+        self.b = spec.options.b
         tok = load_tokenizer("minilm")
-        info = ModelInfo(
-            spec=spec.raw,
-            name=spec.name,
-            kind="bm25",
-            tokenizer=tok.name,
-            tokenizer_sha256=tok.sha256,
+        meta = model_meta(
+            spec,
+            tok,
+            self.capabilities,
             revision=f"bm25s=={bm25s.__version__}",
             settings={"k1": self.k1, "b": self.b, "stopwords": "en"},
         )
-        super().__init__(info, tok)
+        super().__init__(meta, tok)
 
     def rank(self, query: str, chunks: Sequence[str]) -> np.ndarray:
         corpus_tokens = self._bm25s.tokenize(list(chunks), stopwords="en", show_progress=False)

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from longctx_eval.capability import Capability
 from longctx_eval.models.base import ModelAdapter
 from longctx_eval.sample import Hit, Prediction, Request
 from longctx_eval.text.chunking import ChunkConfig, chunk_document
@@ -15,7 +16,7 @@ from longctx_eval.text.chunking import ChunkConfig, chunk_document
 class ChunkRetriever(ModelAdapter):
     """Serves 'retrieve': subclasses implement `rank(query, chunk_texts) -> scores` (higher is better)."""
 
-    capabilities = frozenset({"retrieve"})
+    capabilities = frozenset({Capability.RETRIEVE})
 
     def rank(self, query: str, chunks: Sequence[str]) -> np.ndarray:
         """One relevance score per chunk."""

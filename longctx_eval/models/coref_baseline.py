@@ -19,9 +19,11 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from longctx_eval.errors import ConfigError, DataError
-from longctx_eval.models.base import ModelAdapter, ModelInfo
-from longctx_eval.models.spec import ModelSpec, option_int
+from longctx_eval.capability import Capability
+from longctx_eval.errors import DataError
+from longctx_eval.models.base import ModelAdapter, model_meta
+from longctx_eval.models.options import PRONOUN_WINDOW
+from longctx_eval.models.spec import ModelSpec
 from longctx_eval.sample import Prediction, Request
 
 VERSION = "1"
@@ -109,7 +111,6 @@ STOP_HEAD = frozenset(
         ":",
     ]
 )
-PRONOUN_WINDOW = 40  # earlier mentions a pronoun looks back over
 
 
 @dataclass
@@ -242,24 +243,15 @@ def _pronoun_antecedent(i: int, m: _Mention, ms: list[_Mention], cl: _Clusters, 
 class CorefBaseline(ModelAdapter):
     """Serves 'coref' over the request's gold mentions; options: window (pronoun look-back in mentions)."""
 
-    capabilities = frozenset({"coref"})
+    capabilities = frozenset({Capability.COREF})
 
     def __init__(self, spec: ModelSpec) -> None:
         from longctx_eval.assets import load_tokenizer
 
-        self.window = option_int(spec, "window", PRONOUN_WINDOW) or PRONOUN_WINDOW
-        if self.window < 1:
-            raise ConfigError(f"model spec {spec.raw!r}: window must be >= 1 mention, got {self.window}")
+        self.window = spec.options.window
         tok = load_tokenizer("minilm")
-        info = ModelInfo(
-            spec=spec.raw,
-            name="coref-baseline",
-            kind="coref",
-            tokenizer=tok.name,
-            tokenizer_sha256=tok.sha256,
-            settings={"baseline_version": VERSION, "mentions": "gold", "window": self.window},
-        )
-        super().__init__(info, tok)
+        settings = {"baseline_version": VERSION, "mentions": "gold", "window": self.window}
+        super().__init__(model_meta(spec, tok, self.capabilities, settings=settings), tok)
         self._memo: dict[str, list] = {}
 
     def predict_clusters(self, requests: Sequence[Request]) -> list[Prediction]:

@@ -10,74 +10,68 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from longctx_eval.assets import file_sha256, smollm2_dir
-from longctx_eval.errors import ConfigError, PrerequisiteError
-from longctx_eval.models.base import ModelAdapter, ModelInfo
-from longctx_eval.models.spec import ModelSpec, option_int
+from longctx_eval.assets import file_sha256
+from longctx_eval.capability import Capability
+from longctx_eval.errors import ConfigError
+from longctx_eval.models.base import ModelAdapter, model_meta
+from longctx_eval.models.model_source import hf_source, hf_tokenizer_pair, load_error
+from longctx_eval.models.options import HFOptions
+from longctx_eval.models.spec import ModelSpec
 from longctx_eval.sample import Prediction, Request
-from longctx_eval.text.tokenizer import Tokenizer
 
-DTYPES = ("float32", "bfloat16", "float16")
+RENDER_CACHE = 256
+"""Rendered prompts kept: the runner measures a batch's prompts, then sends the batch."""
 
 
 class HFCausalLM(ModelAdapter):
-    """`hf:<path-or-hub-id>`: serves 'generate' and 'attention'; prompts that don't fit are reported, never cut."""
+    """`hf:<folder-or-hub-id>`: serves 'generate' and 'attention'; prompts that don't fit are reported, never cut."""
 
-    capabilities = frozenset({"generate", "attention"})
+    capabilities = frozenset({Capability.GENERATE, Capability.ATTENTION})
 
     def __init__(self, spec: ModelSpec) -> None:
         import torch
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers import AutoModelForCausalLM
 
         self._torch = torch
         torch.set_num_threads(max(1, os.cpu_count() or 1))
-        source = _source(spec.target)
-        dtype = spec.options.get("dtype", "float32")
-        if dtype not in DTYPES:
-            raise ConfigError(f"model spec {spec.raw!r}: dtype={dtype!r}; expected one of {', '.join(DTYPES)}")
-        chat = spec.options.get("chat", "auto")
-        if chat not in ("auto", "true", "false"):
-            raise ConfigError(f"model spec {spec.raw!r}: chat={chat!r}; expected auto, true or false")
-        kwargs: dict[str, Any] = {}
-        for key in ("revision", "gguf_file"):
-            if key in spec.options:
-                kwargs[key] = spec.options[key]
+        o: HFOptions = spec.options
+        hf_tok, tok = hf_tokenizer_pair(spec)
+        template = getattr(hf_tok, "chat_template", None)
+        if o.chat == "true" and not template:
+            raise ConfigError(f"model spec {spec.raw!r}: chat=true but the tokenizer has no chat template")
+        source = hf_source(spec.target, o.revision)
+        kwargs: dict[str, Any] = {k: v for k, v in (("revision", o.revision), ("gguf_file", o.gguf_file)) if v}
         try:
-            hf_tok = AutoTokenizer.from_pretrained(str(source), **kwargs)
-            self.model = AutoModelForCausalLM.from_pretrained(str(source), dtype=getattr(torch, dtype), **kwargs).eval()
+            self.model = AutoModelForCausalLM.from_pretrained(
+                str(source), dtype=getattr(torch, o.dtype), **kwargs
+            ).eval()
         except (OSError, ValueError) as exc:
-            raise PrerequisiteError(
-                f"hf model {spec.target!r} cannot be loaded (offline or unknown): {str(exc).splitlines()[0]}"
-            ) from exc
+            raise load_error(spec.target, exc) from exc
         self.hf_tok = hf_tok
         from longctx_eval.models.attention_probe import AttentionProbe, probe_config
 
         folder = Path(str(source)) if Path(str(source)).is_dir() else None
-        self.probe = AttentionProbe(self.model, probe_config(spec.options, self.model.config, folder, spec.raw))
+        self.probe = AttentionProbe(self.model, probe_config(o, self.model.config, folder))
         if self.probe.config.attention_only:  # the toy-vocabulary references are probes, not generators
-            self.capabilities = frozenset({"attention"})
-        self.use_chat = chat == "true" or (chat == "auto" and bool(getattr(hf_tok, "chat_template", None)))
-        if chat == "true" and not getattr(hf_tok, "chat_template", None):
-            raise ConfigError(f"model spec {spec.raw!r}: chat=true but the tokenizer has no chat template")
-        self.batch_size = option_int(spec, "batch_size", 1) or 1
+            self.capabilities = frozenset({Capability.ATTENTION})
+        self.use_chat = o.chat == "true" or (o.chat == "auto" and bool(template))
+        self.batch_size = o.batch_size
         self.eos_ids = self._eos_ids()
-        window = option_int(spec, "max_length", None) or getattr(self.model.config, "max_position_embeddings", None)
-        template = getattr(hf_tok, "chat_template", None)
-        info = ModelInfo(
-            spec=spec.raw,
-            name=spec.name,
-            kind="hf",
-            tokenizer=spec.target if _embedded(spec.target) else getattr(hf_tok, "name_or_path", spec.name),
-            revision=str(kwargs.get("revision") or getattr(self.model.config, "_commit_hash", None) or source),
-            sha256=_weights_sha256(Path(str(source)), kwargs.get("gguf_file")),
+        probe_settings = {k: v for k, v in self.probe.config.settings().items() if k in o.model_fields_set}
+        meta = model_meta(
+            spec,
+            tok,
+            self.capabilities,
+            revision=str(o.revision or getattr(self.model.config, "_commit_hash", None) or source),
+            sha256=_weights_sha256(Path(str(source)), o.gguf_file),
             params=sum(p.numel() for p in self.model.parameters()),
-            dtype=dtype,
+            dtype=o.dtype,
             chat_template_sha256=hashlib.sha256(template.encode()).hexdigest() if template else None,
-            context_window=window,
-            settings={"decoding": "greedy", "chat": self.use_chat, **_probe_settings(spec, self.probe.config)},
+            context_window=o.max_length or getattr(self.model.config, "max_position_embeddings", None),
+            # probe settings enter the identity only when set, so generation keys of existing runs stay valid
+            settings={"decoding": "greedy", "chat": self.use_chat, **probe_settings},
         )
-        tok = Tokenizer.from_transformers(hf_tok, name=info.tokenizer)
-        super().__init__(ModelInfo(**{**info.__dict__, "tokenizer_sha256": tok.sha256}), tok)
+        super().__init__(meta, tok)
         self._rendered: dict[str, list[int]] = {}
 
     def _eos_ids(self) -> list[int]:
@@ -97,7 +91,9 @@ class HFCausalLM(ModelAdapter):
             ids = self.hf_tok(text, add_special_tokens=False)["input_ids"]
         else:
             ids = self.hf_tok(request.prompt, add_special_tokens=True)["input_ids"]
-        self._rendered = {request.prompt: ids}  # keep one: prompt_tokens() is followed by generate()
+        if len(self._rendered) >= RENDER_CACHE:
+            self._rendered.pop(next(iter(self._rendered)))
+        self._rendered[request.prompt] = ids
         return ids
 
     def prompt_tokens(self, request: Request) -> int:
@@ -110,10 +106,13 @@ class HFCausalLM(ModelAdapter):
         return self.probe.run(requests)
 
     def generate(self, requests: Sequence[Request]) -> list[Prediction]:
-        out: list[Prediction] = []
-        for start in range(0, len(requests), self.batch_size):
-            out.extend(self._generate_batch(requests[start : start + self.batch_size]))
-        return out
+        """Greedy completions, `batch_size` prompts of similar length per forward; the same text as one by one."""
+        order = sorted(range(len(requests)), key=lambda i: len(self.render(requests[i])))
+        out: dict[int, Prediction] = {}
+        for start in range(0, len(order), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            out.update(zip(chunk, self._generate_batch([requests[i] for i in chunk]), strict=True))
+        return [out[i] for i in range(len(requests))]
 
     def _generate_batch(self, requests: Sequence[Request]) -> list[Prediction]:
         torch = self._torch
@@ -148,27 +147,6 @@ class HFCausalLM(ModelAdapter):
 
     def close(self) -> None:
         del self.model
-
-
-def _source(target: str) -> Path | str:
-    """A local folder for the embedded names (converted SmolLM2, committed references), else the target."""
-    from longctx_eval.models.references import REFERENCE_MODELS, reference_dir
-
-    if target == "smollm2-135m":
-        return smollm2_dir()
-    return reference_dir(target) if target in REFERENCE_MODELS else target
-
-
-def _embedded(target: str) -> bool:
-    from longctx_eval.models.references import REFERENCE_MODELS
-
-    return target in ("smollm2-135m", *REFERENCE_MODELS)
-
-
-def _probe_settings(spec: ModelSpec, config: Any) -> dict[str, Any]:
-    """Probe settings enter the identity only when set, so generation keys of existing runs stay valid."""
-    keys = ("rope", "rope_factor", "train_length")
-    return {k: v for k, v in config.settings().items() if k in keys and k in spec.options}
 
 
 def _weights_sha256(folder: Path, gguf_file: str | None) -> str | None:

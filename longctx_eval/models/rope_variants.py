@@ -9,13 +9,14 @@ from __future__ import annotations
 import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, get_args
 
 import torch
 
 from longctx_eval.errors import ConfigError
+from longctx_eval.models.options import RopeVariant
 
-VARIANTS = ("none", "linear", "dynamic", "yarn", "yarn_notemp")
+VARIANTS: tuple[str, ...] = get_args(RopeVariant)
 
 
 def variant_parameters(

@@ -1,44 +1,24 @@
-"""The model-spec grammar `KIND[:TARGET][?key=value&...]` and the embedded short names.
+"""The model-spec grammar `KIND[:TARGET][?key=value&...]`, the embedded short names and `default`.
 
-    hf:<path-or-hub-id>[?dtype=float32&max_length=8192&chat=auto&revision=main&gguf_file=F&batch_size=1]
-    retriever:<sentence-transformers path | minilm>[?batch_size=64&device=cpu]
+    hf:<folder-or-hub-id>[?dtype=float32&max_length=8192&chat=auto&revision=main&gguf_file=F&batch_size=1]
+    retriever:<sentence-transformers folder | minilm>[?batch_size=64&device=cpu]
     bm25[?k1=1.5&b=0.75]
     oracle
-Short names: smollm2-135m, minilm, bm25, oracle, and the position-encoding references tiny-rope,
-tiny-rope-{linear,dynamic,yarn,yarn-notemp}, tiny-alibi; `default` = minilm,bm25,smollm2-135m.
+    coref:baseline[?window=40]
+Every kind also takes `name=` (display and run-folder name). Short names: smollm2-135m, minilm, bm25, oracle,
+and the position-encoding references tiny-rope, tiny-rope-{linear,dynamic,yarn,yarn-notemp}, tiny-alibi;
+`default` = minilm,bm25,smollm2-135m. Parsing is a leaf: it imports no adapter module and no torch.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
 from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 from longctx_eval.errors import ConfigError, did_you_mean
-from longctx_eval.models.base import ModelAdapter
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """A parsed spec: the adapter kind, its target (path, hub id, packaged name) and its options."""
-
-    raw: str
-    kind: str
-    target: str
-    options: dict[str, str]
-    name: str
-
-
-@dataclass(frozen=True)
-class AdapterKind:
-    """One adapter family: which options it accepts and how to load it."""
-
-    kind: str
-    options: frozenset[str]
-    needs_target: bool
-    load: Callable[[ModelSpec], ModelAdapter]
-    example: str
-
+from longctx_eval.models.kinds import MODEL_KINDS
+from longctx_eval.models.options import KindOptions, parse_options
 
 EMBEDDED = {
     "smollm2-135m": "hf:smollm2-135m",
@@ -55,96 +35,103 @@ EMBEDDED = {
     "tiny-alibi": "hf:tiny-alibi?max_length=65536",
 }
 DEFAULT_MODELS = ("minilm", "bm25", "smollm2-135m")
-_KINDS: dict[str, AdapterKind] = {}
 
 
-def register_kind(kind: AdapterKind) -> None:
-    """Make an adapter family available to the spec grammar."""
-    _KINDS[kind.kind] = kind
+@dataclass(frozen=True)
+class ModelSpec:
+    """A parsed spec: the adapter kind, its target (path, hub id, packaged name), typed options, display name."""
+
+    raw: str
+    kind: str
+    target: str
+    options: KindOptions
+    name: str
 
 
 def known_forms() -> str:
     """One line listing every adapter form and short name, for error messages."""
-    forms = [k.example for k in sorted(_KINDS.values(), key=lambda k: k.kind)]
+    forms = [MODEL_KINDS.get(k).example for k in MODEL_KINDS.names()]
     return f"known adapters: {', '.join(forms)}; short names: {', '.join(EMBEDDED)}"
 
 
-def parse_spec(raw: str) -> ModelSpec:
-    """Parse one spec; an unknown kind, a missing target or an unknown option is a one-line ConfigError."""
-    _ensure_builtin_kinds()
-    text = raw.strip()
-    if not text:
-        raise ConfigError(f"empty model spec; {known_forms()}")
-    short = text.split("?", 1)[0]
-    name = short if short in EMBEDDED else None
-    if name:
-        extra = text[len(short) + 1 :] if "?" in text else ""
-        base = EMBEDDED[short]
-        text = base + (("&" if "?" in base else "?") + extra if extra else "")
-    body, _, query = text.partition("?")
-    kind, sep, target = body.partition(":")
-    if kind not in _KINDS:
-        raise ConfigError(f"unknown model spec {raw!r}.{did_you_mean(kind, [*_KINDS, *EMBEDDED])} {known_forms()}")
-    adapter = _KINDS[kind]
-    if adapter.needs_target and not target:
-        raise ConfigError(f"model spec {raw!r} lacks a target; expected {adapter.example}")
-    if not adapter.needs_target and sep:
-        raise ConfigError(f"model spec {raw!r}: {kind!r} takes no ':target'; expected {adapter.example}")
+def _pairs(query: str, raw: str) -> dict[str, str]:
     try:
         pairs = parse_qsl(query, keep_blank_values=True, strict_parsing=bool(query))
     except ValueError:
         raise ConfigError(f"model spec {raw!r}: malformed options {query!r}; expected key=value&key=value") from None
-    options = dict(pairs)
-    for key in options:
-        if key not in adapter.options:
-            hint = did_you_mean(key, adapter.options)
-            raise ConfigError(f"model spec {raw!r}: unknown option {key!r} for {kind!r}.{hint}")
-    if name:
-        display = name
-    elif kind in ("hf", "retriever"):  # a path or hub id: its last component names the model
-        display = target.rstrip("/").rsplit("/", 1)[-1]
-    else:
-        display = f"{kind}-{target}" if target else kind
-    return ModelSpec(raw=raw.strip(), kind=kind, target=target, options=options, name=display)
+    keys = [k for k, _ in pairs]
+    repeated = sorted({k for k in keys if keys.count(k) > 1})
+    if repeated:
+        raise ConfigError(f"model spec {raw!r}: option {repeated[0]!r} is given twice; expected each key once")
+    return dict(pairs)
+
+
+def parse_spec(raw: str) -> ModelSpec:
+    """Parse and check one spec (kind, target, every option's value); errors are one-line ConfigErrors."""
+    text = raw.strip()
+    if not text:
+        raise ConfigError(f"empty model spec; {known_forms()}")
+    head, _, user_query = text.partition("?")
+    short = head if head in EMBEDDED else None
+    body, _, base_query = (EMBEDDED[short] if short else head).partition("?")
+    kind, sep, target = body.partition(":")
+    if kind not in MODEL_KINDS:
+        raise ConfigError(f"unknown model spec {raw!r}.{did_you_mean(kind, [*MODEL_KINDS, *EMBEDDED])} {known_forms()}")
+    adapter = MODEL_KINDS.get(kind)
+    if adapter.needs_target and not target:
+        raise ConfigError(f"model spec {raw!r} lacks a target; expected {adapter.example}")
+    if not adapter.needs_target and sep:
+        raise ConfigError(f"model spec {raw!r}: {kind!r} takes no ':target'; expected {adapter.example}")
+    values = {**_pairs(base_query, raw), **_pairs(user_query, raw)}  # the user's options override a short name's
+    options = parse_options(adapter.options, values, kind, text)
+    if adapter.check_target is not None:
+        adapter.check_target(target, text)
+    return ModelSpec(
+        raw=text, kind=kind, target=target, options=options, name=options.name or _default_name(short, kind, target)
+    )
+
+
+def _default_name(short: str | None, kind: str, target: str) -> str:
+    if short:
+        return short
+    if kind in ("hf", "retriever"):  # a path or hub id: its last component names the model
+        return target.rstrip("/").rsplit("/", 1)[-1]
+    return f"{kind}-{target}" if target else kind
 
 
 def expand_models(arg: str) -> list[str]:
     """Split a comma-separated --model argument; `default` expands to the embedded default systems."""
-    specs = [s.strip() for s in arg.split(",") if s.strip()]
     out: list[str] = []
-    for s in specs:
-        out.extend(DEFAULT_MODELS if s == "default" else [s])
+    for s in (s.strip() for s in arg.split(",")):
+        if s:
+            out.extend(DEFAULT_MODELS if s == "default" else [s])
     if not out:
         raise ConfigError(f"--model is empty; {known_forms()}")
     return out
 
 
-def load_model(raw: str) -> ModelAdapter:
-    """Parse a spec and load its adapter."""
-    spec = parse_spec(raw)
-    return _KINDS[spec.kind].load(spec)
+def _folder_key(name: str) -> str:
+    """What two names must not share: their file-name-safe form, case-folded (one run folder per model)."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_").casefold() or "model"
 
 
-def option_int(spec: ModelSpec, key: str, default: int | None) -> int | None:
-    """An integer option, with an error naming the spec and key when it is not one."""
-    if key not in spec.options:
-        return default
-    try:
-        return int(spec.options[key])
-    except ValueError:
-        raise ConfigError(f"model spec {spec.raw!r}: option {key}={spec.options[key]!r} is not an integer") from None
+def check_distinct_names(specs: list[ModelSpec]) -> None:
+    """Two different specs must not share a display name (they would share a run folder and a leaderboard row)."""
+    seen: dict[str, ModelSpec] = {}
+    for spec in specs:
+        other = seen.setdefault(_folder_key(spec.name), spec)
+        if other.raw != spec.raw:
+            raise ConfigError(
+                f"models {other.raw!r} and {spec.raw!r} would both be named {spec.name!r} (one run folder, one "
+                f"leaderboard row); name them apart with ?name=, e.g. {_with_name(spec, _suggest(spec))!r}"
+            )
 
 
-def option_float(spec: ModelSpec, key: str, default: float) -> float:
-    """A float option, with an error naming the spec and key when it is not one."""
-    if key not in spec.options:
-        return default
-    try:
-        return float(spec.options[key])
-    except ValueError:
-        raise ConfigError(f"model spec {spec.raw!r}: option {key}={spec.options[key]!r} is not a number") from None
+def _suggest(spec: ModelSpec) -> str:
+    parts = [p for p in spec.target.rstrip("/").split("/") if p]
+    base = f"{parts[-2]}-{parts[-1]}" if len(parts) >= 2 else f"{spec.name}-2"
+    return re.sub(r"[^A-Za-z0-9._-]+", "-", base).strip("-._")[:100] or "model-2"
 
 
-def _ensure_builtin_kinds() -> None:
-    if not _KINDS:
-        from longctx_eval.models import builtin  # noqa: F401  (registers hf, retriever, bm25, oracle)
+def _with_name(spec: ModelSpec, name: str) -> str:
+    return f"{spec.raw}{'&' if '?' in spec.raw else '?'}name={name}"

@@ -2,7 +2,9 @@
 
 Either file may be CoNLL-2012 (OntoNotes), LitBank or OntoGUM-upstream layout. Documents are matched by
 name (the text after `#begin document`); key documents missing from the response score as empty and
-response documents missing from the key are ignored, as the official scorer does.
+response documents missing from the key are ignored, as the official scorer does. Registered on the CLI
+through the `longctx_eval.commands` entry point (`add_parser`); also runnable as
+`python -m data_builders.coref_score_command KEY RESPONSE`.
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from data_builders.conll import read_conll
 from longctx_eval.errors import LongctxError
 from longctx_eval.metrics.coref import ALL_METRICS, MAX_REPEATS, document_counts, scores_from_counts, sum_counts
 
@@ -45,8 +48,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def score_files(key: Path, response: Path, strict_repeats: bool = False) -> dict:
     """Scores, summed counts and document bookkeeping for a key and a response file."""
-    from data_builders.conll import read_conll
-
     key_docs = read_conll(key)
     resp_docs = {d.name: d for d in read_conll(response)}
     per_doc = []
@@ -121,7 +122,7 @@ def cmd_coref_score(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry point (`python -m longctx_eval.coref_cli KEY RESPONSE`)."""
+    """Standalone entry point (`python -m data_builders.coref_score_command KEY RESPONSE`)."""
     parser = argparse.ArgumentParser(prog="longctx-eval")
     sub = parser.add_subparsers(dest="command", required=True)
     add_parser(sub)

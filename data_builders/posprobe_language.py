@@ -1,4 +1,4 @@
-"""Passkey probe data: the toy reference language and passkey contexts of an exact token length.
+"""posprobe data: the toy reference language and passkey contexts of an exact token length, for the probe.
 
 The same generator feeds the reference models' training (`reference_models/train.py`) and the probe
 (`tasks/posprobe.py`), so the references are evaluated on in-distribution filler; real models see the

@@ -1,4 +1,5 @@
-"""Position-extrapolation metrics over exact attention rows: NPB, LAE, rho, hit rate, needle and sink mass.
+"""posprobe metrics (the position-extrapolation probe) over exact attention rows: NPB, LAE, rho, hit rate,
+needle and sink mass.
 
 Pure numpy. A "row" is one query's softmax attention over the keys 0..L-1 (zeros past the query).
 Definitions follow docs/posprobe.md: entropies in bits, positions in tokens, NPB normalised by L.

@@ -1,4 +1,4 @@
-"""Passkey probe samples for `tasks/posprobe.py`: a stratified needle grid per length and a calibration set."""
+"""posprobe samples for `tasks/posprobe.py`: the stratified passkey grid per length and its calibration set."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from data_builders.passkey import QUESTION, PasskeyDoc, ToyLanguage, build_passkey, filler_ids
+from data_builders.posprobe_language import QUESTION, PasskeyDoc, ToyLanguage, build_passkey, filler_ids
 from longctx_eval import DataError, Sample, Tokenizer, sha256_json
 
 QUINTILES = 5

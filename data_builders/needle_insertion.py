@@ -1,18 +1,14 @@
-"""Needle samples: one key-value sentence inserted at a sentence boundary of an exact-length haystack."""
+"""One needle (a key-value sentence) at an exact span of an exact-length haystack: for the needle task and builder."""
 
 from __future__ import annotations
 
 import random
-import re
-from bisect import bisect_left, bisect_right
 from dataclasses import dataclass
 
-from data_builders.haystack import Haystack, HaystackSource, fit_length, with_retries
+from data_builders.haystack import Haystack, HaystackSource, with_retries
+from data_builders.span_insertion import MIN_HAYSTACK_TOKENS, check_depth, check_target_tokens, place, token_span
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.text.tokenizer import Encoded, Tokenizer
-
-# Below this much haystack a "needle in a haystack" is just the needle.
-MIN_HAYSTACK_TOKENS = 32
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -97,31 +93,6 @@ def make_value(rng: random.Random, kind: str = "number") -> str:
     raise ConfigError(f"value_kind: expected 'number' or 'code', got {kind!r}")
 
 
-# A sentence ends at . ! or ? (a period may carry closing quotes), before whitespace and a capital,
-# digit or opening quote. "?" or "!" before a closing quote is skipped: fiction goes on with "she asked".
-_SENTENCE_END = re.compile(r"(?:\.[\"'\u201d\u2019)\]]?|[!?])(?=\s+[\"'\u201c\u2018(]?[A-Z0-9])")
-_ABBREVIATIONS = frozenset(_words("Mr Mrs Ms Dr St Mt Jr Sr Prof Rev Capt Col Gen Lt Sgt No vs etc cf Fig Vol"))
-
-
-def sentence_ends(text: str, limit: int) -> list[int]:
-    """Character positions in text[:limit] right after a sentence or paragraph end, plus 0."""
-    ends = [0]
-    for m in _SENTENCE_END.finditer(text, 0, limit):
-        i = j = m.start()
-        while i > 0 and text[i - 1].isalpha():
-            i -= 1
-        word = text[i:j]
-        if text[j] == "." and (word in _ABBREVIATIONS or (len(word) == 1 and word.isupper())):
-            continue  # "Mr." or an initial, not the end of a sentence
-        ends.append(m.end())
-    pos = text.find("\n\n", 1, limit)
-    while pos != -1:
-        if not text[pos - 1].isspace():
-            ends.append(pos)
-        pos = text.find("\n\n", pos + 2, limit)
-    return sorted(set(ends))
-
-
 def build_needle_doc(
     source: HaystackSource,
     tokenizer: Tokenizer,
@@ -136,10 +107,8 @@ def build_needle_doc(
 
     `haystack_seed` (default: drawn from `rng`) lets several needles share one haystack, as the HF export does.
     """
-    if isinstance(target_tokens, bool) or not isinstance(target_tokens, int) or target_tokens < 1:
-        raise ConfigError(f"target_tokens: expected a positive integer, got {target_tokens!r}")
-    if isinstance(depth, bool) or not isinstance(depth, int | float) or not 0.0 <= depth <= 1.0:
-        raise ConfigError(f"depth: expected a number from 0.0 to 1.0, got {depth!r}")
+    check_target_tokens(target_tokens)
+    check_depth(depth)
     key = make_key(rng)
     value = make_value(rng, template.value_kind)
     drawn = rng.getrandbits(32)  # drawn even when given, so `rng` advances the same either way
@@ -155,50 +124,23 @@ def build_needle_doc(
         )
     hay_tokens = target_tokens - needle_tokens
 
-    def attempt(hay: Haystack) -> tuple[str, int, Encoded]:
-        return _insert(hay, needle, hay_tokens, depth, target_tokens, tokenizer)
+    def attempt(hay: Haystack) -> tuple[str, list[int], Encoded]:
+        return place(hay, [needle], [float(depth)], hay_tokens, target_tokens, tokenizer)
 
-    context, start, enc = with_retries(attempt, source, tokenizer, target_tokens, haystack_seed)
-    token_ends = [end for _, end in enc.offsets]
-    token_starts = [s for s, _ in enc.offsets]
-    tok_start = bisect_right(token_ends, start)  # the first token that ends inside the needle
+    context, (start,), enc = with_retries(attempt, source, tokenizer, target_tokens, haystack_seed)
+    span = token_span(enc, needle, start, depth, target_tokens)
     return NeedleDoc(
         context=context,
         needle=needle,
-        needle_start=start,
-        needle_end=start + len(needle),
+        needle_start=span.char_start,
+        needle_end=span.char_end,
         value=value,
         key=key,
         depth=float(depth),
-        actual_depth=tok_start / target_tokens,
+        actual_depth=span.actual_depth,
         question=template.question.format(key=key),
-        needle_token_start=tok_start,
-        needle_token_end=bisect_left(token_starts, start + len(needle)),
+        needle_token_start=span.token_start,
+        needle_token_end=span.token_end,
         target_tokens=target_tokens,
         haystack_seed=haystack_seed,
     )
-
-
-def _insert(
-    hay: Haystack, needle: str, hay_tokens: int, depth: float, target: int, tokenizer: Tokenizer
-) -> tuple[str, int, Encoded]:
-    """Insert `needle` at the boundary nearest `depth` and cut the tail so the total is `target` tokens.
-
-    Returns the context, the needle's char start and the context's encoding.
-    """
-    text, ends = hay.text, hay.token_ends
-    candidates = [(bisect_right(ends, a), a) for a in sentence_ends(text, ends[hay_tokens - 1] + 1)]
-    candidates = [(t, a) for t, a in candidates if t <= hay_tokens]
-    t, a = min(candidates, key=lambda ta: (abs(ta[0] - depth * hay_tokens), ta[1]))
-    if a == 0:
-        head, lo, start = needle + " ", 1, 0
-    else:
-        head, lo, start = text[:a] + " " + needle, t, a + 1
-
-    def build(k: int) -> str:
-        return head + text[a : max(a, ends[k - 1])]
-
-    # A NoExactCut here is about the tail, not the boundary: the caller retries with another haystack.
-    context, enc = fit_length(build, hay_tokens, lo, len(ends), target, tokenizer, offsets=True)
-    assert enc is not None  # asked for offsets
-    return context, start, enc

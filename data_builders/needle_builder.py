@@ -1,17 +1,22 @@
-"""The `needle` dataset builder: needles share one stored haystack; `materialize` rebuilds each context exactly."""
+"""The `needle` dataset builder (`longctx-eval build needle`): the needle task's grid as parquet for HF Datasets.
+
+Needles of one (length, repetition) share one stored haystack and `materialize` rebuilds each context
+exactly; with `--option flat=true` every row carries its full context instead (no join).
+"""
 
 from __future__ import annotations
 
-import random
 from collections.abc import Iterable, Iterator, Mapping
+from itertools import groupby
 from typing import Any
 
 from datasets import Features, List, Value
 
 from data_builders.builders import BuildConfig, BuildContext, CardInfo, Document, Part, builder
-from data_builders.needle import NeedleDoc, build_needle_doc
-from longctx_eval.errors import DataError
-from longctx_eval.hashing import sha256_json
+from data_builders.needle_grid import PROMPT_TEMPLATE, SCORING, NeedleCell, needle_cells
+from data_builders.needle_grid import needle_sample as _sample
+from data_builders.needle_insertion import NeedleDoc
+from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.sample import Sample
 
 NEEDLE_VERSION = "1"
@@ -42,7 +47,13 @@ NEEDLE_FEATURES = Features(
     }
 )
 
-USAGE = """\
+_JOIN_FIELDS = ("doc_id", "insert_at", "insertion", "doc_end")
+FLAT_FEATURES = Features(
+    {"id": _str, "context": _str, **{k: v for k, v in NEEDLE_FEATURES.items() if k not in ("id", *_JOIN_FIELDS)}}
+)
+"""The rows of a flat build (`--option flat=true`): the full context in each row, no `documents` config."""
+
+JOINED_USAGE = """\
 Each row of a `needle_<length>` config is one question. Its context is not stored in the row: it is the
 document `doc_id` of the `documents` config with the needle inserted, rebuilt exactly by
 
@@ -51,20 +62,30 @@ context = doc[:row["insert_at"]] + row["insertion"] + doc[row["insert_at"]:row["
 assert context[row["needle_start"]:row["needle_end"]] == row["needle"]
 ```
 
-(`data_builders.needle_dataset.materialize(row, documents)` does this and checks it). The context is
+(`data_builders.needle_builder.materialize(row, documents)` does this and checks it). The context is
 exactly `target_tokens` tokens in the tokenizer under Provenance; `needle_token_start`/`needle_token_end`
 index its tokens. All depths of one length and repetition share one document: a haystack is stored once.
+Build with `--option flat=true` for rows that carry their full `context` instead.
+"""
+
+FLAT_USAGE = """\
+Each row of a `needle_<length>` config is one question with its full `context` (built with
+`--option flat=true`: no `documents` config, no join). The context is exactly `target_tokens` tokens in the
+tokenizer under Provenance; `context[needle_start:needle_end] == needle`, and
+`needle_token_start`/`needle_token_end` index its tokens.
 """
 
 
-def depth_grid(n: int) -> list[float]:
-    """`n` evenly spaced depths from 0 (start) to 1 (end); the same grid as the needle task."""
-    return [0.5] if n == 1 else [round(i / (n - 1), 4) for i in range(n)]
+def _usage(config: BuildConfig) -> str:
+    return FLAT_USAGE if is_flat(config) else JOINED_USAGE
 
 
-def haystack_seed(seed: int, length: int, rep: int) -> int:
-    """The haystack shared by every depth of one (seed, length, repetition)."""
-    return int(sha256_json(["needle-haystack", seed, length, rep])[:8], 16)
+def is_flat(config: BuildConfig) -> bool:
+    """True when the build asks for flat rows (`--option flat=true`); ConfigError for another value."""
+    value = config.options.get("flat", "false").strip().lower()
+    if value not in ("true", "false", "1", "0", "yes", "no"):
+        raise ConfigError(f"--option flat={config.options['flat']!r}: expected true or false")
+    return value in ("true", "1", "yes")
 
 
 def _total(config: BuildConfig) -> int:
@@ -77,30 +98,35 @@ def _total(config: BuildConfig) -> int:
     features=NEEDLE_FEATURES,
     description="Single needle with a random 7-digit value in an exact-length haystack; length x depth grid.",
     total=_total,
+    options={"flat": "true: every row carries its full context (no documents config, no join); default false"},
     card=CardInfo(
-        tags=("long-context", "needle-in-a-haystack", "retrieval"), task_categories=("question-answering",), usage=USAGE
+        tags=("long-context", "needle-in-a-haystack", "retrieval"),
+        task_categories=("question-answering",),
+        usage=_usage,
+        prompt_template=PROMPT_TEMPLATE,
+        scoring=SCORING,
     ),
 )
 def needle_parts(ctx: BuildContext) -> Iterator[Part]:
-    """One `needle_<length>` part per length: depth x repetition samples over one haystack per repetition."""
+    """One `needle_<length>` part per length: the needle task's cells, one haystack per repetition."""
     cfg = ctx.config
-    for length in cfg.lengths:
+    flat = is_flat(cfg)
+    cells = needle_cells(ctx.source, ctx.tokenizer, cfg.lengths, cfg.depths, cfg.per_cell, cfg.seed)
+    for length, of_length in groupby(cells, key=lambda c: c.length):
         documents: list[Document] = []
         samples: list[dict[str, Any]] = []
-        for rep in range(cfg.per_cell):
-            hseed = haystack_seed(cfg.seed, length, rep)
-            docs: list[tuple[float, NeedleDoc]] = []
-            for depth in depth_grid(cfg.depths):
-                # The same per-sample rng as the needle task, so keys and values match it.
-                rng = random.Random(sha256_json([cfg.seed, length, depth, rep]))
-                docs.append(
-                    (depth, build_needle_doc(ctx.source, ctx.tokenizer, length, depth, rng, haystack_seed=hseed))
-                )
+        for rep, of_rep in groupby(of_length, key=lambda c: c.rep):
+            group = []
+            for cell in of_rep:
+                group.append(cell)
                 ctx.advance(1)
-            docs_of_rep, rows = _share(docs, f"needle-{length}-r{rep}", ctx)
+            if flat:
+                samples.extend(_flat_row(cell) for cell in group)
+                continue
+            docs_of_rep, rows = _share(group, f"needle-{length}-r{rep}", ctx)
             documents.extend(docs_of_rep)
-            samples.extend({**row, "id": f"{row['id']}-r{rep}", "rep": rep, "seed": cfg.seed} for row in rows)
-        yield Part(f"needle_{length}", samples, documents)
+            samples.extend({**row, "rep": rep, "seed": cfg.seed} for row in rows)
+        yield Part(f"needle_{length}", samples, documents, FLAT_FEATURES if flat else None)
 
 
 def _split(doc: NeedleDoc) -> tuple[str, int, str]:
@@ -111,29 +137,34 @@ def _split(doc: NeedleDoc) -> tuple[str, int, str]:
     return c[:at] + c[end:], at, c[at:end]
 
 
-def _share(docs: list[tuple[float, NeedleDoc]], doc_id: str, ctx: BuildContext) -> tuple[list[Document], list[dict]]:
+def _share(cells: list[NeedleCell], doc_id: str, ctx: BuildContext) -> tuple[list[Document], list[dict]]:
     """Store the longest needle-free context once; every other one is a prefix of it (same haystack seed)."""
-    split = [_split(doc) for _, doc in docs]
+    split = [_split(cell.doc) for cell in cells]
     longest = max((bare for bare, _, _ in split), key=len)
     documents = [Document(doc_id, longest, ctx.tokenizer.count(longest))]
     rows = []
-    for i, ((depth, doc), (bare, at, insertion)) in enumerate(zip(docs, split, strict=True)):
+    for i, (cell, (bare, at, insertion)) in enumerate(zip(cells, split, strict=True)):
         ref = doc_id
         if not longest.startswith(bare):
             # Only when the haystack had to skip a paragraph for this needle (see haystack.with_retries).
             ref = f"{doc_id}-d{i}"
             documents.append(Document(ref, bare, ctx.tokenizer.count(bare)))
-        rows.append(_row(doc, depth, ref, at, insertion, len(bare)))
+        rows.append({"id": cell.id, **_join_fields(ref, at, insertion, len(bare)), **_fields(cell)})
     return documents, rows
 
 
-def _row(doc: NeedleDoc, depth: float, doc_id: str, at: int, insertion: str, doc_end: int) -> dict[str, Any]:
+def _join_fields(doc_id: str, at: int, insertion: str, doc_end: int) -> dict[str, Any]:
+    return {"doc_id": doc_id, "insert_at": at, "insertion": insertion, "doc_end": doc_end}
+
+
+def _flat_row(cell: NeedleCell) -> dict[str, Any]:
+    return {"id": cell.id, "context": cell.doc.context, **_fields(cell), "rep": cell.rep, "seed": cell.seed}
+
+
+def _fields(cell: NeedleCell) -> dict[str, Any]:
+    """The row fields every build has (in NEEDLE_FEATURES order after the join fields), rep and seed aside."""
+    doc = cell.doc
     return {
-        "id": f"L{doc.target_tokens}-d{depth:.2f}",
-        "doc_id": doc_id,
-        "insert_at": at,
-        "insertion": insertion,
-        "doc_end": doc_end,
         "question": doc.question,
         "answers": [doc.value],
         "needle": doc.needle,
@@ -144,7 +175,7 @@ def _row(doc: NeedleDoc, depth: float, doc_id: str, at: int, insertion: str, doc
         "key": doc.key,
         "value": doc.value,
         "target_tokens": doc.target_tokens,
-        "depth": float(depth),
+        "depth": float(cell.depth),
         "actual_depth": doc.actual_depth,
         "haystack_seed": doc.haystack_seed,
     }
@@ -179,18 +210,26 @@ def materialize(sample: Mapping[str, Any], documents: Mapping[str, str]) -> str:
     return context
 
 
-def needle_sample(row: Mapping[str, Any], documents: Mapping[str, str], **metadata: Any) -> Sample:
-    """A `Sample` as the needle task builds it, from one row (extra `metadata`, e.g. source, is merged in)."""
-    return Sample(
-        id=row["id"],
-        context=materialize(row, documents),
-        question=row["question"],
-        gold={"answers": list(row["answers"]), "span": [row["needle_start"], row["needle_end"]]},
-        metadata={
-            "target_tokens": row["target_tokens"],
-            "depth": row["depth"],
-            "actual_depth": round(row["actual_depth"], 4),
-            "seed": row["seed"],
-            **metadata,
-        },
+def needle_sample(row: Mapping[str, Any], documents: Mapping[str, str] | None = None, **metadata: Any) -> Sample:
+    """A `Sample` as the needle task builds it, from one row (extra `metadata`, e.g. source, is merged in).
+
+    A flat row carries its context; a joined row needs the `documents` (see `documents_by_id`).
+    """
+    if "context" in row:
+        context = row["context"]
+    elif documents is None:
+        raise DataError(f"needle sample {row.get('id')!r}: the row has no context; pass the `documents` config")
+    else:
+        context = materialize(row, documents)
+    return _sample(
+        row["id"],
+        context,
+        row["question"],
+        row["answers"][0],
+        (row["needle_start"], row["needle_end"]),
+        length=row["target_tokens"],
+        depth=row["depth"],
+        actual_depth=row["actual_depth"],
+        seed=row["seed"],
+        **metadata,
     )

@@ -1,4 +1,4 @@
-"""Coreference documents as samples, requests, scores and metrics: what the coref tasks share.
+"""Coreference task logic shared by the coref tasks: samples, prompt, scorer, oracle and metrics.
 
 One sample is one (possibly haystack-stretched) document. Its requests serve both kinds of systems: a
 coreference system (`coref` capability) reads `extra` (tokens, gold mentions, the singleton regime) and
@@ -14,7 +14,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from data_builders.coref_haystack import LongDoc, render
+from data_builders.coref_corpora import Corpus
+from data_builders.coref_documents import corpus_documents, rendered, synthetic_documents
+from data_builders.coref_haystack import LongDoc
 from longctx_eval import Metric, Prediction, Request, Sample, Score, Tokenizer, custom, mean, ratio
 from longctx_eval.metrics.coref import METRICS, document_counts, f1, scores_from_counts
 from longctx_eval.metrics.coref_protocol import batches, close_links, parse_answers
@@ -48,20 +50,6 @@ def sorted_mentions(clusters: Sequence[Sequence[Sequence[int]]]) -> list[Span]:
     return sorted({(int(m[0]), int(m[1])) for c in clusters for m in c}, key=lambda m: (m[0], -m[1]))
 
 
-def _token_spans(
-    text: str, word_chars: list[tuple[int, int]], tokenizer: Tokenizer | None
-) -> tuple[list[int], list[int], int]:
-    """Each word's half-open span in model tokens (words themselves when there is no tokenizer)."""
-    if tokenizer is None:
-        n = len(word_chars)
-        return list(range(n)), list(range(1, n + 1)), n
-    offsets = tokenizer.encode(text).offsets
-    ends = np.array([e for _, e in offsets])
-    starts_tok = np.searchsorted(ends, [s for s, _ in word_chars], side="right")
-    ends_tok = np.searchsorted(ends, [e for _, e in word_chars], side="left") + 1
-    return starts_tok.tolist(), np.maximum(ends_tok, starts_tok + 1).tolist(), len(offsets)
-
-
 @dataclass
 class CorefKit:
     """Builds samples and serves the task's prompt, scorer, oracle and metrics."""
@@ -74,8 +62,8 @@ class CorefKit:
         """One document as a sample; gold = clusters and measured links, metadata = strata and provenance."""
         doc = long.doc
         clusters = [list(c) for c in doc.clusters]  # the key as annotated; the regime only shapes system output
-        text, word_chars = render(doc.tokens, doc.sentence_ends, long.paragraph_ends)
-        t_start, t_end, n_tok = _token_spans(text, word_chars, self.tokenizer)
+        r = rendered(long, self.tokenizer)
+        text, word_chars, t_start, t_end, n_tok = r.text, r.word_chars, r.token_starts, r.token_ends, r.n_tokens
         windows = fixed_windows(max(n_tok, 1), self.config.window, self.config.stride)
         links = gold_links(clusters, t_start, t_end, windows)
         mentions = sorted_mentions(clusters)
@@ -232,38 +220,15 @@ def config_dict(config: CorefConfig) -> dict:
     return asdict(config)
 
 
-def _seed_for(*parts: object) -> int:
-    from longctx_eval import sha256_json
-
-    return int(sha256_json(list(parts))[:8], 16)
-
-
 def corpus_samples(
-    kit: CorefKit, corpus, lengths: Sequence[int], seed: int, source: str = "synthetic"
-) -> Iterator[Sample]:  # noqa: ANN001
+    kit: CorefKit, corpus: Corpus, lengths: Sequence[int], seed: int, source: str = "synthetic"
+) -> Iterator[Sample]:
     """Each corpus document stretched with haystack prose to each target length it fits in (longer: skipped)."""
-    from data_builders import get_source
-    from data_builders.coref_haystack import as_long, measure, stretch
-
-    src = get_source(source)
-    for length in lengths:
-        for doc in corpus.documents:
-            if measure(as_long(doc), kit.tokenizer) > length:
-                continue  # the document alone is longer than this stratum
-            long = stretch(doc, length, src, _seed_for(seed, doc.name, length), kit.tokenizer)
-            meta = {"target_tokens": length, "doc": doc.doc_id, "corpus": corpus.name, "split": corpus.split,
-                    "seed": seed, "source": src.name, "source_sha256": src.sha256}  # fmt: skip
-            yield kit.sample(long, f"{doc.doc_id}@{length}", corpus.singletons, meta)
+    for d in corpus_documents(corpus, lengths, seed, source, kit.tokenizer):
+        yield kit.sample(d.long, d.sample_id, d.singletons, d.metadata)
 
 
 def synthetic_samples(kit: CorefKit, lengths: Sequence[int], seed: int, per_length: int) -> Iterator[Sample]:
     """`per_length` synthetic narratives of each target length, their person chains as gold (singletons kept)."""
-    from data_builders.coref_synthetic import GENERATOR_VERSION, synthetic_document
-
-    for length in lengths:
-        for rep in range(per_length):
-            name = f"synthetic-L{length}-r{rep}"
-            long = synthetic_document(length, _seed_for(seed, length, rep), kit.tokenizer, name=name)
-            meta = {"target_tokens": length, "doc": name, "corpus": "synthetic", "seed": seed,
-                    "generator_version": GENERATOR_VERSION}  # fmt: skip
-            yield kit.sample(long, name, True, meta)
+    for d in synthetic_documents(lengths, seed, per_length, kit.tokenizer):
+        yield kit.sample(d.long, d.sample_id, d.singletons, d.metadata)

@@ -1,10 +1,11 @@
-"""Data subcommands: `build` (a builder's dataset as parquet + card) and `chunk` (a file as JSON lines)."""
+"""The `longctx-eval build` command: a registered builder's dataset written as parquet plus a dataset card.
+
+Registered with the CLI through the `longctx_eval.commands` entry point group (`build = data_builders.build_command`).
+"""
 
 from __future__ import annotations
 
 import argparse
-import os
-import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,7 +16,7 @@ from longctx_eval.run_config import parse_lengths
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    """Add `build` and `chunk` to the CLI."""
+    """Add `build` to the CLI."""
     build = sub.add_parser("build", help="build a dataset (parquet + dataset card) loadable with datasets")
     build.add_argument("builder", help="builder name, e.g. needle")
     build.add_argument("--lengths", required=True, help="context lengths in tokens, e.g. 1k,4k,1M")
@@ -24,25 +25,21 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     build.add_argument("--seed", type=int, default=0, help="every random choice derives from it (default 0)")
     build.add_argument("--source", default="default", help="haystack source spec (default: 'default')")
     build.add_argument("--tokenizer", default="smollm2-135m", help="lengths are exact in it (default smollm2-135m)")
-    build.add_argument("--option", action="append", default=[], metavar="KEY=VALUE", help="builder option")
+    build.add_argument(
+        "--option",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="builder option, e.g. flat=true (needle: full context in every row)",
+    )
     build.add_argument("--license", default=None, help="HF license id for the card (default: the source's)")
     build.add_argument("--out", type=Path, required=True, help="output folder (empty, or an earlier build)")
     build.add_argument("--push-to-hub", metavar="REPO_ID", default=None, help="also upload to this HF dataset repo")
     build.set_defaults(func=cmd_build)
 
-    chunk = sub.add_parser("chunk", help="chunk a UTF-8 file; one JSON line per chunk with exact offsets")
-    chunk.add_argument("file", type=Path, help="UTF-8 text; offsets index its exact text (a BOM and CRLF kept)")
-    chunk.add_argument("--tokenizer", required=True, help="'minilm', 'smollm2-135m', a tokenizer.json, or hub id")
-    chunk.add_argument("--max-tokens", type=int, default=512, help="token budget per chunk (default 512)")
-    chunk.add_argument("--overlap", type=int, default=64, help="tokens shared with the previous chunk (default 64)")
-    chunk.add_argument("--semantic", action="store_true", help="also cut at topic shifts (packaged MiniLM)")
-    chunk.add_argument("--breakpoint-percentile", type=float, default=95.0, help="semantic: cut above this")
-    chunk.add_argument("--language", default="english", help="Punkt sentence model (default english)")
-    chunk.add_argument("--out", type=Path, default=None, help="write here (atomically) instead of stdout")
-    chunk.set_defaults(func=cmd_chunk)
 
-
-def _options(items: list[str]) -> dict[str, str]:
+def parse_options(items: list[str]) -> dict[str, str]:
+    """`--option KEY=VALUE` items as a dict; ConfigError for an item without '='."""
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
@@ -65,9 +62,9 @@ def _progress(label: str) -> Iterator[Callable[[int, int | None], None] | None]:
 
 def cmd_build(args: argparse.Namespace) -> int:
     """Build a dataset with a registered builder, write it to --out, and optionally push it to the Hub."""
-    from data_builders import get_source
     from data_builders.builders import BuildConfig, check_options, get_builder
     from data_builders.export import build_dataset
+    from data_builders.haystack import get_source
     from data_builders.hub import check_hub, push_to_hub
     from longctx_eval.assets import load_tokenizer
 
@@ -80,7 +77,7 @@ def cmd_build(args: argparse.Namespace) -> int:
         per_cell=args.per_cell,
         seed=args.seed,
         source=args.source,
-        options=_options(args.option),
+        options=parse_options(args.option),
     )
     # Everything that can be checked cheaply is checked before the slow parts.
     check_options(get_builder(args.builder), config.options)
@@ -100,37 +97,4 @@ def cmd_build(args: argparse.Namespace) -> int:
     )
     if args.push_to_hub:
         console.print(f"pushed to {push_to_hub(report.out, args.push_to_hub)}", highlight=False)
-    return 0
-
-
-def cmd_chunk(args: argparse.Namespace) -> int:
-    """Chunk one file and stream its chunks as JSON lines to stdout or --out."""
-    from longctx_eval.assets import load_tokenizer
-    from longctx_eval.chunk_tool import read_text_file, semantic_embedder, write_lines
-    from longctx_eval.io import atomic_output
-    from longctx_eval.text.chunking import ChunkConfig, iter_chunks
-
-    if args.max_tokens < 1:
-        raise ConfigError(f"--max-tokens {args.max_tokens}: expected a positive number of tokens")
-    if not 0 <= args.overlap < args.max_tokens:
-        raise ConfigError(f"--overlap {args.overlap}: expected 0 <= overlap < --max-tokens ({args.max_tokens})")
-    text = read_text_file(args.file)
-    config = ChunkConfig(
-        max_tokens=args.max_tokens,
-        overlap=args.overlap,
-        semantic=args.semantic,
-        breakpoint_percentile=args.breakpoint_percentile,
-        language=args.language,
-    )
-    tokenizer = load_tokenizer(args.tokenizer)
-    chunks = iter_chunks(text, tokenizer, config, embed=semantic_embedder() if args.semantic else None)
-    if args.out is None:
-        try:
-            write_lines(chunks, sys.stdout.buffer, flush=True)
-        except BrokenPipeError:  # `| head`: the reader has all it wants
-            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
-        return 0
-    with atomic_output(args.out) as fh:
-        n = write_lines(chunks, fh)
-    console.print(f"wrote {n} chunks of {args.file} to {args.out}", highlight=False)
     return 0

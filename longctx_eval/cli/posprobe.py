@@ -1,6 +1,6 @@
-"""Position-probe report: the passkey / NPB / LAE / rho table and the curves against L / L_train per variant.
+"""`longctx-eval posprobe-report`: the posprobe table (passkey / NPB / LAE / rho) and curves against L / L_train.
 
-python -m longctx_eval.position_report results/ --out leaderboards/posprobe
+longctx-eval posprobe-report results/ --out leaderboards/posprobe
 """
 
 from __future__ import annotations
@@ -44,14 +44,14 @@ def _run_files(inputs: Sequence[Path]) -> list[Path]:
 
 def _heads(run_dir: Path) -> list[list[int]] | None:
     """The frozen retrieval heads, read from the first posprobe prediction of the run."""
+    from longctx_eval.predictions import PredictionStore
+
     path = run_dir / "predictions.jsonl"
     if not path.is_file():
         return None
-    with path.open(encoding="utf-8") as fh:
-        for line in fh:
-            rec = json.loads(line)
-            if rec.get("task") == TASK and rec.get("data"):
-                return rec["data"]["calibration"]["heads"]
+    for rec in PredictionStore(path, repair=False).records.values():
+        if rec.get("task") == TASK and rec.get("data"):
+            return rec["data"]["calibration"]["heads"]
     return None
 
 
@@ -140,12 +140,16 @@ def plot_probe(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
     return written
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    """Write posprobe.md (the table) and the three PNG plots for the given run files or folders."""
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("inputs", nargs="+", type=Path)
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add `posprobe-report`."""
+    p = sub.add_parser("posprobe-report", help="posprobe table and plots (passkey, NPB, LAE vs L / L_train)")
+    p.add_argument("inputs", nargs="+", type=Path, help="run files or folders")
     p.add_argument("--out", type=Path, default=Path("leaderboards/posprobe"))
-    args = p.parse_args(argv)
+    p.set_defaults(func=cmd_posprobe_report)
+
+
+def cmd_posprobe_report(args: argparse.Namespace) -> int:
+    """Write posprobe.md (the table), posprobe.json and the three PNG plots; 1 when there is no posprobe result."""
     rows = probe_rows(args.inputs)
     if not rows:
         print(f"no {TASK} results under {', '.join(map(str, args.inputs))}", file=sys.stderr)
@@ -157,7 +161,3 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {path}")
     print(f"wrote {args.out / 'posprobe.md'}")
     return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,137 @@
+"""The needle grid (length x repetition x depth), its prompt and scoring rule: one generator for the needle
+task (`tasks/needle.py`) and the `needle` dataset builder, so both produce the same documents."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from data_builders.haystack import HaystackSource
+from data_builders.needle_insertion import NeedleDoc, build_needle_doc
+from longctx_eval.hashing import sha256_json
+from longctx_eval.sample import RetrievalParams, Sample
+from longctx_eval.text.tokenizer import Tokenizer
+
+PROMPT_TEMPLATE = "Read the following text and answer the question after it.\n\n{context}\n\nQuestion: {question}"
+"""The generation prompt: `PROMPT_TEMPLATE.format(context=..., question=...)`, sent as one user turn."""
+MAX_NEW_TOKENS = 32
+RETRIEVAL = RetrievalParams(chunk_tokens=128, chunk_overlap=16, k=10)
+"""Retrievers chunk the context (128 tokens, 16 shared) and return the top 10 chunks for the question."""
+RECALL_KS = (1, 3, 5)
+
+SCORING = f"""\
+- **Generation** (`score`): normalized containment. The model's answer (greedy decoding, at most
+  {MAX_NEW_TOKENS} new tokens) and the gold value are both normalized: Unicode NFKC, casefolded, each ASCII
+  punctuation character and each of `‘ ’ “ ” – —` replaced by a space, runs of whitespace collapsed to one
+  space, trimmed. The answer scores 1 when `" " + normalize(gold) + " "` occurs in
+  `" " + normalize(answer) + " "` (the value on token boundaries), else 0. `empty` is the rate of answers
+  with nothing left after normalization.
+- **Retrieval** (`recall@k`, `mrr`): the retriever ranks chunks of the context ({RETRIEVAL.chunk_tokens} tokens,
+  {RETRIEVAL.chunk_overlap} shared with the previous chunk, top {RETRIEVAL.k}) with the question as query. The
+  needle's rank is that of the first returned chunk whose char span covers all of
+  `[needle_start, needle_end)`; `recall@k` (k = {", ".join(map(str, RECALL_KS))}) is 1 when that rank is at
+  most k, else 0, and `mrr` is 1/rank (0 when no chunk covers it).
+- A metric is the mean over the samples of one (length, depth) cell; samples whose prompt exceeds the
+  model's window are excluded from it and counted in `over_length`.
+"""
+"""The needle task's scoring rule in words, for the dataset card."""
+
+
+def depth_grid(n: int) -> list[float]:
+    """`n` evenly spaced depths from 0 (start) to 1 (end); 0.5 alone when n == 1."""
+    return [0.5] if n == 1 else [round(i / (n - 1), 4) for i in range(n)]
+
+
+def haystack_seed(seed: int, length: int, rep: int) -> int:
+    """The haystack shared by every depth of one (seed, length, repetition)."""
+    return int(sha256_json(["needle-haystack", seed, length, rep])[:8], 16)
+
+
+def cell_rng(seed: int, length: int, depth: float, rep: int) -> random.Random:
+    """The per-sample generator of one cell: it draws the key and the value."""
+    return random.Random(sha256_json([seed, length, depth, rep]))
+
+
+def sample_id(length: int, depth: float, rep: int) -> str:
+    """The sample id of one cell, e.g. "L4096-d0.25-r0"."""
+    return f"L{length}-d{depth:.2f}-r{rep}"
+
+
+@dataclass(frozen=True)
+class NeedleCell:
+    """One sample of the grid: where it sits (length, depth, repetition) and its needle document."""
+
+    id: str
+    length: int
+    depth: float
+    rep: int
+    seed: int
+    doc: NeedleDoc
+
+    def sample(self, **metadata: Any) -> Sample:
+        """The needle task's Sample of this cell (extra `metadata`, e.g. source, merged in)."""
+        d = self.doc
+        return needle_sample(
+            self.id,
+            d.context,
+            d.question,
+            d.value,
+            (d.needle_start, d.needle_end),
+            length=self.length,
+            depth=self.depth,
+            actual_depth=d.actual_depth,
+            seed=self.seed,
+            **metadata,
+        )
+
+
+def needle_cells(
+    source: HaystackSource,
+    tokenizer: Tokenizer,
+    lengths: Sequence[int],
+    depths: int,
+    per_cell: int,
+    seed: int,
+) -> Iterator[NeedleCell]:
+    """Every cell, ordered by length, then repetition, then depth: all depths of a length come before a repeat.
+
+    Every depth of one (length, repetition) shares one haystack (`haystack_seed`), so the dataset stores it once.
+    """
+    for length in lengths:
+        for rep in range(per_cell):
+            hseed = haystack_seed(seed, length, rep)
+            for depth in depth_grid(depths):
+                rng = cell_rng(seed, length, depth, rep)
+                doc = build_needle_doc(source, tokenizer, length, depth, rng, haystack_seed=hseed)
+                yield NeedleCell(sample_id(length, depth, rep), length, depth, rep, seed, doc)
+
+
+def needle_sample(
+    id: str,
+    context: str,
+    question: str,
+    answer: str,
+    span: tuple[int, int],
+    *,
+    length: int,
+    depth: float,
+    actual_depth: float,
+    seed: int,
+    **metadata: Any,
+) -> Sample:
+    """A needle Sample: gold answers and the needle's char span, metadata for the (length, depth) strata."""
+    return Sample(
+        id=id,
+        context=context,
+        question=question,
+        gold={"answers": [answer], "span": [span[0], span[1]]},
+        metadata={
+            "target_tokens": length,
+            "depth": depth,
+            "actual_depth": round(actual_depth, 4),
+            "seed": seed,
+            **metadata,
+        },
+    )

@@ -1,0 +1,27 @@
+"""`longctx-eval leaderboard`: merge run files into leaderboard.json, LEADERBOARD.md and plots."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from longctx_eval.progress import console
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add `leaderboard`."""
+    p = sub.add_parser("leaderboard", help="merge run files into leaderboard.json and render it")
+    p.add_argument("inputs", nargs="*", type=Path, default=[Path("results")], help="run files or folders")
+    p.add_argument("--out", type=Path, default=Path("leaderboards"))
+    p.set_defaults(func=cmd_leaderboard)
+
+
+def cmd_leaderboard(args: argparse.Namespace) -> int:
+    """Merge and render; exit 2 when an input run file is corrupt or invalid (it is skipped, the rest merged)."""
+    from longctx_eval.leaderboard import update_leaderboard
+
+    report = update_leaderboard(list(args.inputs), args.out)
+    for path, reason in report.skipped:
+        console.print(f"[red]skipped[/red] {path}: {reason}", highlight=False, soft_wrap=True)
+    console.print(f"leaderboard: {report.entries} model(s) in {args.out / 'leaderboard.json'}", highlight=False)
+    return 2 if report.skipped else 0

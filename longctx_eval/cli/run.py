@@ -1,0 +1,113 @@
+"""`longctx-eval run`: evaluate models on tasks (a suite, or --model x --tasks), resuming what is done."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from longctx_eval.cli import add_include_path
+from longctx_eval.discovery import discover, in_tree_tasks, select
+from longctx_eval.errors import ConfigError
+from longctx_eval.io import ensure_dir
+from longctx_eval.models.spec import ModelSpec, check_distinct_names, expand_models, parse_spec
+from longctx_eval.progress import console
+from longctx_eval.registry import Registry
+from longctx_eval.run_config import RunConfig, TaskPlan, check_limit, parse_lengths, parse_task_args, parse_tasks
+from longctx_eval.run_dir import run_dir_for
+from longctx_eval.task import TaskInfo
+
+Plans = list[tuple[ModelSpec, list[TaskPlan]]]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add `run`."""
+    run = sub.add_parser("run", help="evaluate models on tasks; resumes an interrupted run")
+    run.add_argument("--model", default="default", help="spec(s), comma-separated; 'default' = the default suite")
+    run.add_argument("--tasks", default="default", help="task names, comma-separated; 'default' = every in-tree task")
+    run.add_argument("--lengths", default="default", help="context lengths in tokens, e.g. 1024,4k; default: per task")
+    run.add_argument("--seed", type=int, default=0)
+    run.add_argument(
+        "--limit", type=int, default=None, help="at most N samples per task and length, spread over its depths"
+    )
+    run.add_argument(
+        "--task-arg",
+        action="append",
+        default=[],
+        metavar="TASK.KEY=VALUE",
+        help="a task argument, e.g. needle.source=synthetic (repeatable; see `longctx-eval tasks`)",
+    )
+    run.add_argument("--out", type=Path, default=Path("results"), help="output folder; one RUN_DIR per model")
+    run.add_argument("--no-resume", action="store_true", help="set aside predictions of an earlier run in RUN_DIR")
+    run.add_argument("--strict", action="store_true", help="a skipped task is an error (exit status 1)")
+    run.add_argument("--suite", default=None, help="a suite name or .toml file; default when no --model/--tasks")
+    add_include_path(run)
+    run.set_defaults(func=cmd_run)
+
+
+def _chosen_tasks(registry: Registry[TaskInfo], names: tuple[str, ...]) -> list[TaskInfo]:
+    if names == ("default",):
+        return in_tree_tasks(registry)
+    return select(registry, names)
+
+
+def plans_of(args: argparse.Namespace, registry: Registry[TaskInfo]) -> Plans:
+    """Model spec -> task plans: a suite (the default one when neither --model nor --tasks is given)."""
+    from longctx_eval.suite import load_suite
+
+    lengths, limit = parse_lengths(args.lengths), check_limit(args.limit, "--limit")
+    cli_args = parse_task_args(args.task_arg)
+    suite = args.suite or ("default" if args.model == "default" and args.tasks == "default" else None)
+    if suite is not None:
+        if args.model != "default" or args.tasks != "default":
+            raise ConfigError("--suite names the models and tasks; drop --model/--tasks or drop --suite")
+        raw_plans = [(raw, ps) for raw, ps in load_suite(suite, registry).items()]
+    else:
+        tasks = _chosen_tasks(registry, parse_tasks(args.tasks))
+        raw_plans = [(raw, [TaskPlan(info) for info in tasks]) for raw in expand_models(args.model)]
+    named = {p.info.name for _, ps in raw_plans for p in ps}
+    for task in cli_args:
+        if task not in named:
+            raise ConfigError(
+                f"--task-arg names task {task!r}, which this run does not include; it runs {sorted(named)}"
+            )
+    plans: Plans = []
+    for raw, ps in raw_plans:
+        spec = parse_spec(raw)  # every spec and option is checked here, before anything loads or moves
+        out = []
+        for p in ps:
+            given = p.info.check_args(cli_args.get(p.info.name, {}), "--task-arg")
+            # --lengths and --limit given with a suite apply to every task in it
+            out.append(TaskPlan(p.info, lengths or p.lengths, limit or p.limit, {**p.args, **given}))
+        plans.append((spec, out))
+    check_distinct_names([spec for spec, _ in plans])
+    return plans
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    """Evaluate every model on its tasks; 0 when every task ran or was skipped for a stated reason."""
+    from longctx_eval.runner import run_models
+
+    include = tuple(str(Path(p).resolve()) for p in args.include_path)
+    config = RunConfig(seed=args.seed, out=ensure_dir(args.out), include_paths=include, strict=args.strict)
+    plans = plans_of(args, discover(include))
+    if args.no_resume:
+        for spec, _ in plans:
+            old = run_dir_for(config.out, spec) / "predictions.jsonl"
+            if old.exists():  # kept aside, never deleted: a result already computed is not lost
+                old.rename(old.with_name(f"predictions.{int(time.time())}.jsonl.bak"))
+    t0 = time.perf_counter()
+    outcomes = run_models(plans, config)
+    written = [o for o in outcomes if o.run_file is not None]
+    skipped = [(o.spec.name, s) for o in outcomes for s in o.skipped]
+    errors = [(o.spec.name, e) for o in outcomes for e in o.errors]
+    console.print(f"{len(written)} run file(s) in {time.perf_counter() - t0:.1f} s", highlight=False)
+    if skipped:
+        console.print(f"{len(skipped)} task(s) skipped, each for the reason stated above", highlight=False)
+    if errors:
+        console.print(f"[red]{len(errors)} error(s)[/red], each stated above; results computed so far are saved")
+        return 1
+    if config.strict and skipped:
+        console.print("[red]--strict[/red]: a skipped task is an error", highlight=False)
+        return 1
+    return 0

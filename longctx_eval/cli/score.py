@@ -1,0 +1,29 @@
+"""`longctx-eval score RUN_DIR`: recompute every metric of a run folder from its saved predictions."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from longctx_eval.cli import add_include_path
+from longctx_eval.progress import console
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add `score`."""
+    p = sub.add_parser("score", help="recompute all metrics of RUN_DIR from its saved predictions")
+    p.add_argument("run_dir", type=Path)
+    add_include_path(p)
+    p.set_defaults(func=cmd_score)
+
+
+def cmd_score(args: argparse.Namespace) -> int:
+    """Rescore under the folder's lock; 2 when a task could not be rescored (its earlier result, if any, is kept)."""
+    from longctx_eval.run_lock import RunLock
+    from longctx_eval.scoring import print_summary, score_run_dir
+
+    with RunLock(args.run_dir):
+        report = score_run_dir(args.run_dir, include_paths=[str(Path(p).resolve()) for p in args.include_path])
+    console.print(f"wrote {args.run_dir / 'run.json'}", highlight=False)
+    print_summary(report)
+    return 2 if report.errors else 0

@@ -1,0 +1,124 @@
+"""The adapter kinds (`hf`, `retriever`, `bm25`, `oracle`, `coref`) in the generic registry.
+
+A kind names its options model, its adapter class and its tokenizer loader as lazy "module:attribute"
+references, so looking a kind up imports no adapter. Third-party kinds register an `AdapterKind` under the
+entry-point group `longctx_eval.model_kinds`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from longctx_eval.errors import ConfigError, TaskDefinitionError
+from longctx_eval.models import options as opt
+from longctx_eval.registry import Registry
+
+if TYPE_CHECKING:
+    from longctx_eval.models.base import ModelAdapter
+    from longctx_eval.models.spec import ModelSpec
+    from longctx_eval.text.tokenizer import Tokenizer
+
+
+@dataclass(frozen=True)
+class AdapterKind:
+    """One adapter family: its options, whether it takes a `:target`, and lazy references to what loads it."""
+
+    name: str
+    options: type[opt.KindOptions]
+    needs_target: bool
+    adapter: str
+    """"module:Class" of the ModelAdapter, called with the ModelSpec."""
+    tokenizer: str
+    """"module:function" returning the kind's Tokenizer for a ModelSpec without loading weights."""
+    example: str
+    check_target: Callable[[str, str], None] | None = None
+    """Checks a target before anything loads (e.g. that a local folder exists): (target, raw spec) -> None."""
+
+    def load(self, spec: ModelSpec) -> ModelAdapter:
+        """Import the adapter class and build it."""
+        return _resolve(self.adapter, self.name)(spec)
+
+    def load_tokenizer(self, spec: ModelSpec) -> Tokenizer:
+        """Import the tokenizer loader and call it (no weights)."""
+        return _resolve(self.tokenizer, self.name)(spec)
+
+
+def _resolve(ref: str, kind: str) -> Any:
+    module, _, attr = ref.partition(":")
+    try:
+        return getattr(importlib.import_module(module), attr)
+    except AttributeError as exc:
+        raise TaskDefinitionError(f"model kind {kind!r}: {ref} cannot be loaded: {exc}") from exc
+
+
+def _check(name: str, obj: object) -> AdapterKind:
+    if not isinstance(obj, AdapterKind):
+        raise TaskDefinitionError(f"model kind {name!r} is a {type(obj).__name__}; expected an AdapterKind")
+    return obj
+
+
+def _check_local_target(target: str, raw: str) -> None:
+    from longctx_eval.models.model_source import check_target
+
+    check_target(target, raw)
+
+
+def _check_coref_target(target: str, raw: str) -> None:
+    if target != "baseline":
+        raise ConfigError(f"model spec {raw!r}: unknown coref system {target!r}; expected coref:baseline")
+
+
+MODEL_KINDS: Registry[AdapterKind] = Registry("model kind", entry_point_group="longctx_eval.model_kinds", check=_check)
+
+_M = "longctx_eval.models"
+_BUILTIN = (
+    AdapterKind(
+        "hf",
+        opt.HFOptions,
+        True,
+        f"{_M}.hf:HFCausalLM",
+        f"{_M}.model_source:hf_tokenizer",
+        "hf:<folder-or-hub-id>[?dtype=float32&max_length=N&chat=auto&revision=R&gguf_file=F&batch_size=1"
+        "&rope=none|linear|dynamic|yarn|yarn_notemp&rope_factor=F&train_length=N&name=N]",
+        _check_local_target,
+    ),
+    AdapterKind(
+        "retriever",
+        opt.RetrieverOptions,
+        True,
+        f"{_M}.dense:DenseRetriever",
+        f"{_M}.model_source:retriever_tokenizer",
+        "retriever:<sentence-transformers folder|minilm>[?batch_size=64&device=cpu&name=N]",
+        _check_local_target,
+    ),
+    AdapterKind(
+        "bm25",
+        opt.BM25Options,
+        False,
+        f"{_M}.bm25:BM25Retriever",
+        f"{_M}.model_source:minilm_tokenizer",
+        "bm25[?k1=1.5&b=0.75&name=N]",
+    ),
+    AdapterKind(
+        "oracle",
+        opt.OracleOptions,
+        False,
+        f"{_M}.oracle:OracleAdapter",
+        f"{_M}.model_source:minilm_tokenizer",
+        "oracle",
+    ),
+    AdapterKind(
+        "coref",
+        opt.CorefOptions,
+        True,
+        f"{_M}.coref_baseline:CorefBaseline",
+        f"{_M}.model_source:minilm_tokenizer",
+        "coref:baseline[?window=40&name=N]",
+        _check_coref_target,
+    ),
+)
+for _kind in _BUILTIN:
+    MODEL_KINDS.register(_kind.name, _kind, source=__name__)

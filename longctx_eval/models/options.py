@@ -1,0 +1,93 @@
+"""Each adapter kind's options, declared once as a typed model: spec query values are converted and checked here.
+
+Nothing here imports torch or an adapter module, so a spec can be checked before any model loads. Every kind
+accepts `name` (the display name and run-folder name); the other fields are the kind's own.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from longctx_eval.errors import ConfigError, did_you_mean
+
+RopeVariant = Literal["none", "linear", "dynamic", "yarn", "yarn_notemp"]
+Dtype = Literal["float32", "bfloat16", "float16"]
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
+HF_BATCH_SIZE = 1
+"""Default `hf` generation batch: measured fastest on a 2-core CPU for SmolLM2 (benchmarks/batching.py)."""
+PRONOUN_WINDOW = 40
+"""Default `coref:baseline` look-back: earlier mentions a pronoun considers."""
+
+
+class KindOptions(BaseModel):
+    """Base of every kind's options: unknown keys are refused, NaN and infinities too; `name` is common."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+
+    name: str | None = Field(
+        default=None,
+        pattern=NAME_PATTERN,
+        description="1-100 letters, digits, '.', '_' or '-', starting with a letter or digit",
+    )
+
+    def given(self) -> dict[str, Any]:
+        """The options the spec set explicitly (defaults left out)."""
+        return {k: getattr(self, k) for k in sorted(self.model_fields_set)}
+
+
+class HFOptions(KindOptions):
+    """`hf:` causal LMs: loading, window, decoding and the position-probe RoPE variant."""
+
+    dtype: Dtype = Field(default="float32", description="one of float32, bfloat16, float16")
+    max_length: int | None = Field(default=None, gt=0, description="a positive integer (context window in tokens)")
+    chat: Literal["auto", "true", "false"] = Field(default="auto", description="auto, true or false")
+    revision: str | None = Field(default=None, min_length=1, description="a hub revision (branch, tag or commit)")
+    gguf_file: str | None = Field(default=None, min_length=1, description="a GGUF file name inside the folder")
+    batch_size: int = Field(default=HF_BATCH_SIZE, gt=0, description="a positive integer (prompts per forward)")
+    rope: RopeVariant = Field(default="none", description="one of none, linear, dynamic, yarn, yarn_notemp")
+    rope_factor: float | None = Field(default=None, ge=1.0, description="a finite number >= 1")
+    train_length: int | None = Field(default=None, gt=0, description="a positive integer (training window)")
+
+
+class RetrieverOptions(KindOptions):
+    """`retriever:` sentence-transformers bi-encoders."""
+
+    batch_size: int = Field(default=64, gt=0, description="a positive integer (texts per encoder batch)")
+    device: str = Field(default="cpu", min_length=1, description="a torch device such as cpu or cuda:0")
+
+
+class BM25Options(KindOptions):
+    """`bm25`: Okapi BM25 parameters."""
+
+    k1: float = Field(default=1.5, gt=0, description="a finite number > 0")
+    b: float = Field(default=0.75, ge=0, le=1, description="a number in [0, 1]")
+
+
+class OracleOptions(KindOptions):
+    """`oracle`: takes only `name`."""
+
+
+class CorefOptions(KindOptions):
+    """`coref:baseline`: the pronoun look-back window."""
+
+    window: int = Field(default=PRONOUN_WINDOW, gt=0, description="a positive integer (mentions)")
+
+
+def parse_options(cls: type[KindOptions], values: dict[str, str], kind: str, raw: str) -> KindOptions:
+    """Convert and check `values` (strings from the spec); one-line ConfigError naming spec, key and expected form."""
+    for key in values:
+        if key not in cls.model_fields:
+            hint = did_you_mean(key, cls.model_fields)
+            raise ConfigError(f"model spec {raw!r}: unknown option {key!r} for {kind!r}.{hint}")
+    try:
+        return cls.model_validate(values)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        key = str(err["loc"][0]) if err["loc"] else "?"
+        field = cls.model_fields.get(key)
+        expected = field.description if field is not None and field.description else err["msg"]
+        raise ConfigError(
+            f"model spec {raw!r}: option {key}={values.get(key)!r} is invalid; expected {expected}"
+        ) from None

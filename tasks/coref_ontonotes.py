@@ -1,0 +1,39 @@
+"""Coreference on OntoNotes 5.0 (the user's own LDC copy, CoNLL-2012 files) stretched with haystack prose."""
+
+from __future__ import annotations
+
+from data_builders.coref_corpora import ONTONOTES_HELP, ontonotes, ontonotes_location
+from longctx_eval import Task, Tokenizer, any_of, task
+from longctx_eval.errors import TaskUnavailable
+
+from ._coref import CorefConfig, CorefKit, coref_metrics, corpus_samples
+
+
+@task(
+    name="coref_ontonotes",
+    version="1",
+    requires=any_of("coref", "generate"),
+    default_lengths=[4096],
+    description="OntoNotes 5.0 test docs (your LDC copy, path=) in a haystack: CoNLL F1, LEA, BLANC, Span-EM",
+)
+def coref_ontonotes(
+    lengths: list[int],
+    seed: int = 0,
+    tokenizer: Tokenizer | None = None,
+    path: str | None = None,
+    split: str = "test",
+    language: str = "english",
+    batch: int = 10,
+) -> Task:
+    """`path`: the CoNLL-2012 files (folder, file or glob); else $LONGCTX_ONTONOTES; else the task is skipped."""
+    where = ontonotes_location(path)
+    if where is None:
+        raise TaskUnavailable(f"coref_ontonotes: {ONTONOTES_HELP}")
+    kit = CorefKit(CorefConfig(batch=batch), tokenizer)
+    return Task(
+        dataset=lambda: corpus_samples(kit, ontonotes(where, split, language), lengths, seed),
+        prompt=kit.prompt,
+        scorer=kit.scorer,
+        metrics=coref_metrics(),
+        oracle=kit.oracle,
+    )

@@ -1,0 +1,99 @@
+"""The coref dataset builders: parquet that plain `datasets` loads, gold as word, char and token spans that agree."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import datasets
+import pytest
+
+from data_builders.builders import BuildConfig, builders
+from data_builders.coref_builder import COREF_FEATURES
+from data_builders.coref_corpora import ontogum
+from data_builders.coref_documents import corpus_documents
+from data_builders.export import build_dataset
+from longctx_eval.discovery import discover
+from longctx_eval.errors import ConfigError, DataError
+from longctx_eval.text.tokenizer import Tokenizer
+
+
+@pytest.fixture(scope="module")
+def tok_file(bpe_tokenizer, tmp_path_factory) -> Tokenizer:  # noqa: ANN001
+    """The session BPE saved as tokenizer.json and loaded by path, as the CLI loads it."""
+    path = tmp_path_factory.mktemp("tok") / "tokenizer.json"
+    path.write_text(bpe_tokenizer.backend.to_str())
+    return Tokenizer.from_file(path, name=str(path))
+
+
+def _load(out: Path, config: str, cache: Path) -> datasets.Dataset:
+    files = sorted(str(p) for p in (out / "data" / config).glob("*.parquet"))
+    assert files, f"no parquet for {config} in {out}"
+    return datasets.load_dataset("parquet", data_files={"test": files}, split="test", cache_dir=str(cache))
+
+
+def _check_rows(ds: datasets.Dataset, tokenizer: Tokenizer) -> int:
+    mentions = 0
+    for row in ds:
+        text, words = row["text"], row["words"]
+        assert len(words) == len(row["word_starts"])
+        for w, start in zip(words, row["word_starts"], strict=True):
+            assert text[start : start + len(w)] == w
+        offsets = tokenizer.encode(text).offsets
+        assert row["n_tokens"] == len(offsets) <= row["target_tokens"]
+        for cw, cc, ct in zip(row["clusters"], row["clusters_char"], row["clusters_token"], strict=True):
+            assert len(cw) == len(cc) == len(ct)
+            for (w0, w1), (c0, c1), (t0, t1) in zip(cw, cc, ct, strict=True):
+                mention = text[c0:c1]
+                # The character span slices exactly the mention's words as rendered.
+                assert c0 == row["word_starts"][w0] and c1 == row["word_starts"][w1] + len(words[w1])
+                assert mention.startswith(words[w0]) and mention.endswith(words[w1])
+                # The token span covers the mention's characters and no token outside it starts inside it.
+                assert offsets[t0][0] <= c0 < offsets[t0][1] and offsets[t1 - 1][0] < c1 <= offsets[t1 - 1][1]
+                mentions += 1
+    return mentions
+
+
+def test_the_coref_builders_are_registered() -> None:
+    known = builders()
+    for name in ("coref_litbank", "coref_ontogum", "coref_synthetic"):
+        assert known[name].features == COREF_FEATURES and "clusters_char" in known[name].card.usage
+
+
+def test_ontogum_dataset_loads_with_plain_datasets_and_offsets_slice_the_text(tok_file, tmp_path) -> None:  # noqa: ANN001
+    cfg = BuildConfig(lengths=(2048,), seed=1, source="synthetic", options={"split": "dev"})
+    report = build_dataset("coref_ontogum", cfg, tmp_path / "ds", tok_file)
+    assert [e.name for e in report.configs] == ["coref_ontogum_2048"]
+    ds = _load(report.out, "coref_ontogum_2048", tmp_path / "cache")
+    assert ds.num_rows == len(ontogum("dev").documents) == 18
+    assert _check_rows(ds, tok_file) > 1000
+    row = ds[0]
+    assert row["corpus"] == "ontogum" and row["split"] == "dev" and row["singletons"] is False
+    assert row["haystack_words"] > 0 and row["native_words"] + row["haystack_words"] == len(row["words"])
+    # The same documents and gold as the coref_ontogum task run with the same seed and source.
+    first = next(corpus_documents(ontogum("dev"), [2048], 1, "synthetic", tok_file))
+    assert row["id"] == first.sample_id and row["words"] == list(first.long.doc.tokens)
+    assert row["clusters"] == [[[s, e] for s, e in c] for c in first.long.doc.clusters]
+    card = (report.out / "README.md").read_text()
+    assert "clusters_char" in card and "CoNLL F1" in card
+
+
+def test_task_and_builder_share_texts(tok_file, tmp_path) -> None:  # noqa: ANN001
+    report = build_dataset(
+        "coref_synthetic", BuildConfig(lengths=(300, 600), per_cell=2, seed=4, source="synthetic"), tmp_path, tok_file
+    )
+    rows = {r["id"]: r for c in ("coref_synthetic_300", "coref_synthetic_600") for r in _load(report.out, c, tmp_path)}
+    assert len(rows) == 4
+    _check_rows(datasets.Dataset.from_list(list(rows.values()), features=COREF_FEATURES), tok_file)
+    task = discover().get("coref_synthetic").build(lengths=[300, 600], seed=4, tokenizer=tok_file)
+    for sample in task.samples():
+        row = rows[sample.id]
+        assert sample.context == row["text"] and sample.gold["clusters"] == row["clusters"]
+        assert sample.metadata["context_tokens"] == row["n_tokens"]
+
+
+def test_litbank_options_and_lengths_are_checked(tok_file, tmp_path) -> None:  # noqa: ANN001
+    with pytest.raises(DataError, match="no document fits in 512 tokens"):
+        build_dataset("coref_litbank", BuildConfig(lengths=(512,), source="synthetic"), tmp_path / "a", tok_file)
+    with pytest.raises(ConfigError, match="fold"):
+        bad = BuildConfig(lengths=(8192,), source="synthetic", options={"fold": "x"})
+        build_dataset("coref_litbank", bad, tmp_path / "b", tok_file)

@@ -1,0 +1,317 @@
+"""The package layers form one chain and no import runs back up: longctx_eval <- data_builders <- tasks.
+
+Every .py file of the three layers is parsed (nothing is imported): `import` statements at any depth (inside
+functions too), `importlib.import_module("...")` / `__import__("...")` string literals, and the lazy module
+strings of the one Registry (`Registry(modules=(...))`, `.register(name, "module:attr")`) count as imports.
+Rules: longctx_eval imports neither data_builders nor tasks; data_builders does not import tasks; nothing
+imports a top-level `tasks` package (a plugin imports its private helpers relatively: `from ._coref import X`);
+and the model-spec parser (longctx_eval/models/spec.py) is a leaf that reaches no adapter module.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+LAYERS = ("longctx_eval", "data_builders", "tasks")  # each may import only itself and the layers before it
+ADAPTERS = tuple(f"longctx_eval.models.{name}" for name in ("hf", "dense", "bm25", "coref_baseline", "attention_probe"))
+SPEC = "longctx_eval.models.spec"
+IMPORT_CALLS = {"import_module", "__import__"}
+
+
+@dataclass(frozen=True)
+class Edge:
+    """One import found in a file: the absolute module it names and how it was written."""
+
+    path: Path
+    line: int
+    target: str  # absolute dotted module name ("" when a relative import climbs above its top-level package)
+    relative: bool
+    toplevel: bool  # at module level (runs on import), not inside a function
+    how: str  # "import", "import_module" or "registry"
+    names: tuple[str, ...] = ()  # `from target import a, b`: a and b may be modules too
+
+    def modules(self) -> list[str]:
+        """The target and, for `from target import a`, target.a (which may be a submodule)."""
+        return [self.target, *(f"{self.target}.{n}" for n in self.names if n != "*")]
+
+    def where(self, root: Path) -> str:
+        return f"{self.path.relative_to(root)}:{self.line}"
+
+
+def module_name(path: Path, root: Path) -> str:
+    """The dotted name of a file under `root` (a package's __init__.py is the package)."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def _resolve(module: str, level: int, name: str, is_package: bool) -> str:
+    """Absolute name of `from <level dots><module>` written in module `name`; "" if it climbs above the top."""
+    if level == 0:
+        return module
+    base = name.split(".") if is_package else name.split(".")[:-1]
+    if level - 1 >= len(base):
+        return ""
+    base = base[: len(base) - (level - 1)]
+    return ".".join([*base, module] if module else base)
+
+
+def _string_target(text: str, name: str, is_package: bool, package: str | None) -> tuple[str, bool]:
+    """A module named by a string ("pkg.mod", "pkg.mod:attr" or ".mod"): (absolute name, was relative)."""
+    module = text.partition(":")[0]
+    if not module.startswith("."):
+        return module, False
+    level = len(module) - len(module.lstrip("."))
+    if package is not None:
+        return _resolve(module.lstrip("."), level, package, True), True
+    return _resolve(module.lstrip("."), level, name, is_package), True
+
+
+def _call_name(func: ast.expr) -> str:
+    if isinstance(func, ast.Name):
+        return func.id
+    if isinstance(func, ast.Attribute):
+        return func.attr
+    return ""
+
+
+def _str(node: ast.expr | None) -> str | None:
+    return node.value if isinstance(node, ast.Constant) and isinstance(node.value, str) else None
+
+
+def _registry_strings(call: ast.Call, fn: str) -> Iterator[ast.Constant]:
+    """Module strings a Registry would import: `modules=(...)`, and `register(name, "module:attr")`."""
+    if fn == "Registry":
+        for kw in call.keywords:
+            if kw.arg == "modules" and isinstance(kw.value, ast.Tuple | ast.List):
+                yield from (e for e in kw.value.elts if _str(e) is not None)  # type: ignore[misc]
+    elif fn == "register" and len(call.args) >= 2 and (text := _str(call.args[1])) and ":" in text:
+        yield call.args[1]  # type: ignore[misc]
+
+
+class _Finder(ast.NodeVisitor):
+    """Collects every import-like edge of one module, noting whether it sits inside a function."""
+
+    def __init__(self, path: Path, name: str, is_package: bool) -> None:
+        self.path, self.name, self.is_package = path, name, is_package
+        self.depth = 0
+        self.edges: list[Edge] = []
+
+    def _add(self, line: int, target: str, relative: bool, how: str, names: tuple[str, ...] = ()) -> None:
+        self.edges.append(Edge(self.path, line, target, relative, self.depth == 0, how, names))
+
+    def _function(self, node: ast.AST) -> None:
+        self.depth += 1
+        self.generic_visit(node)
+        self.depth -= 1
+
+    visit_FunctionDef = visit_AsyncFunctionDef = visit_Lambda = _function
+
+    def visit_Import(self, node: ast.Import) -> None:
+        for alias in node.names:
+            self._add(node.lineno, alias.name, False, "import")
+
+    def visit_ImportFrom(self, node: ast.ImportFrom) -> None:
+        base = _resolve(node.module or "", node.level, self.name, self.is_package)
+        self._add(node.lineno, base, node.level > 0, "import", tuple(a.name for a in node.names))
+
+    def visit_Call(self, node: ast.Call) -> None:
+        fn = _call_name(node.func)
+        if fn in IMPORT_CALLS and node.args and (text := _str(node.args[0])) is not None:
+            package = next((_str(kw.value) for kw in node.keywords if kw.arg == "package"), None)
+            if package is None and len(node.args) > 1:
+                package = _str(node.args[1])
+            target, relative = _string_target(text, self.name, self.is_package, package)
+            self._add(node.lineno, target, relative, "import_module")
+        for const in _registry_strings(node, fn):
+            target, relative = _string_target(const.value, self.name, self.is_package, None)
+            self._add(const.lineno, target, relative, "registry")
+        self.generic_visit(node)
+
+
+def scan(root: Path, layers: tuple[str, ...] = LAYERS) -> list[Edge]:
+    """Every import-like edge of every .py file under root/<layer> for each layer."""
+    edges: list[Edge] = []
+    for layer in layers:
+        for path in sorted((root / layer).rglob("*.py")):
+            if "__pycache__" in path.parts:
+                continue
+            tree = ast.parse(path.read_bytes(), filename=str(path))
+            finder = _Finder(path, module_name(path, root), path.name == "__init__.py")
+            finder.visit(tree)
+            edges += finder.edges
+    return edges
+
+
+def _layer_of(path: Path, root: Path) -> str:
+    return path.relative_to(root).parts[0]
+
+
+def back_edges(edges: list[Edge], root: Path) -> list[str]:
+    """Imports that run from a layer to a later one (or climb above their top-level package)."""
+    bad = []
+    for e in edges:
+        mine = LAYERS.index(_layer_of(e.path, root))
+        if not e.target:
+            bad.append(f"{e.where(root)}: relative import climbs above its top-level package")
+            continue
+        top = e.target.split(".")[0]
+        if top in LAYERS and LAYERS.index(top) > mine:
+            bad.append(f"{e.where(root)}: {e.target} ({e.how}): {LAYERS[mine]} may not import {top}")
+    return bad
+
+
+def toplevel_tasks_imports(edges: list[Edge], root: Path) -> list[str]:
+    """Absolute imports of a package called `tasks` (the distribution installs none)."""
+    return [
+        f"{e.where(root)}: {e.how} of the top-level package {e.target!r}; import a plugin helper relatively "
+        f"(from .{e.target.split('.')[-1]} import ...)"
+        for e in edges
+        if not e.relative and e.target.split(".")[0] == "tasks"
+    ]
+
+
+def _show(bad: list[str]) -> str:
+    print("\n".join(bad))
+    return f"{len(bad)} import(s) break the layer rule:\n" + "\n".join(bad)
+
+
+@pytest.fixture(scope="module")
+def edges() -> list[Edge]:
+    return scan(REPO)
+
+
+def test_the_scan_sees_the_packages(edges):
+    files = {e.path for e in edges}
+    for layer in LAYERS:
+        assert any(_layer_of(p, REPO) == layer for p in files), f"no imports found under {layer}/"
+    assert any(e.target.startswith("longctx_eval") for e in edges if _layer_of(e.path, REPO) == "data_builders")
+
+
+def test_core_imports_no_later_layer(edges):
+    bad = [b for b in back_edges(edges, REPO) if b.startswith("longctx_eval/")]
+    assert not bad, _show(bad)
+
+
+def test_data_builders_import_no_tasks(edges):
+    bad = [b for b in back_edges(edges, REPO) if b.startswith("data_builders/")]
+    assert not bad, _show(bad)
+
+
+def test_plugins_stay_inside_their_folder(edges):
+    bad = [b for b in back_edges(edges, REPO) if b.startswith("tasks/")]
+    assert not bad, _show(bad)
+
+
+def test_nothing_imports_a_top_level_tasks_package(edges):
+    bad = toplevel_tasks_imports(edges, REPO)
+    assert not bad, _show(bad)
+
+
+def _spec_reach(edges: list[Edge]) -> dict[str, list[str]]:
+    """Modules the spec parser reaches: all its own imports, then module-level imports of longctx_eval modules,
+    each with the chain that reaches it (parent packages run their __init__ too)."""
+    by_module: dict[str, list[Edge]] = {}
+    for e in edges:
+        by_module.setdefault(module_name(e.path, REPO), []).append(e)
+    chains: dict[str, list[str]] = {SPEC: [SPEC]}
+    todo = [SPEC]
+    while todo:
+        current = todo.pop()
+        names = [current.rsplit(".", i)[0] for i in range(current.count(".") + 1)]  # itself and its parents
+        for name in names:
+            for e in by_module.get(name, []):
+                if e.how == "registry" or not e.target.startswith("longctx_eval"):
+                    continue
+                if not (e.toplevel or name == SPEC):  # a function's import runs only when it is called
+                    continue
+                for target in e.modules():
+                    if target in by_module and target not in chains:
+                        chains[target] = [*chains[current], f"{target} ({e.where(REPO)})"]
+                        todo.append(target)
+    return chains
+
+
+def test_spec_parser_imports_no_adapter(edges):
+    reach = _spec_reach(edges)
+    bad = [" -> ".join(chain) for module, chain in sorted(reach.items()) if module in ADAPTERS]
+    direct = [
+        f"{e.where(REPO)}: {e.how}s {e.target}"
+        for e in edges
+        if module_name(e.path, REPO) == SPEC and any(m.startswith(a) for m in e.modules() for a in ADAPTERS)
+    ]
+    assert not bad and not direct, _show(direct + bad)
+
+
+def test_parsing_a_spec_loads_no_adapter_and_no_torch():
+    code = (
+        "import sys\n"
+        "from longctx_eval.models.spec import parse_spec\n"
+        "for raw in ('bm25', 'oracle', 'bm25?name=x'):\n"
+        "    parse_spec(raw)\n"
+        f"print(sorted(m for m in sys.modules if m in {ADAPTERS!r} or m == 'torch' or m.startswith('torch.')))\n"
+    )
+    run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.strip() == "[]", f"parsing specs loaded {run.stdout.strip()}"
+
+
+# --- the checker itself, on a small made-up tree --------------------------------------------------------
+
+
+def _tree(root: Path, files: dict[str, str]) -> None:
+    for rel, text in files.items():
+        path = root / rel
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+
+
+def test_the_checker_finds_every_kind_of_back_edge(tmp_path):
+    _tree(
+        tmp_path,
+        {
+            "longctx_eval/__init__.py": "",
+            "longctx_eval/a.py": "def f():\n    from data_builders import x\n",
+            "longctx_eval/b.py": "import importlib\nimportlib.import_module('tasks.needle')\n",
+            "longctx_eval/c.py": "R = Registry('k', modules=('data_builders.builders',))\n"
+            "R.register('n', 'tasks.x:f')\n",
+            "longctx_eval/d.py": "from . import e\nfrom .models import spec\nimport numpy\n",
+            "data_builders/__init__.py": "from longctx_eval import a\n",
+            "data_builders/m.py": "from tasks._coref import Kit\n",
+            "tasks/needle.py": "from ._coref import Kit\nfrom data_builders import assemble\nfrom ... import up\n",
+        },
+    )
+    found = scan(tmp_path)
+    back = back_edges(found, tmp_path)
+    assert back == [
+        "longctx_eval/a.py:2: data_builders (import): longctx_eval may not import data_builders",
+        "longctx_eval/b.py:2: tasks.needle (import_module): longctx_eval may not import tasks",
+        "longctx_eval/c.py:1: data_builders.builders (registry): longctx_eval may not import data_builders",
+        "longctx_eval/c.py:2: tasks.x (registry): longctx_eval may not import tasks",
+        "data_builders/m.py:1: tasks._coref (import): data_builders may not import tasks",
+        "tasks/needle.py:3: relative import climbs above its top-level package",
+    ]
+    tops = toplevel_tasks_imports(found, tmp_path)
+    assert [t.split(":")[0] + ":" + t.split(":")[1] for t in tops] == [
+        "longctx_eval/b.py:2",
+        "longctx_eval/c.py:2",
+        "data_builders/m.py:1",
+    ]
+    relative = [e for e in found if e.path.name == "needle.py" and e.relative and e.target]
+    assert [e.target for e in relative] == ["tasks._coref"]
+    assert {m for e in found if e.path.name == "d.py" for m in e.modules()} == {
+        "longctx_eval",
+        "longctx_eval.e",
+        "longctx_eval.models",
+        "longctx_eval.models.spec",
+        "numpy",
+    }
