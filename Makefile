@@ -7,6 +7,7 @@ TASKS ?= default
 LENGTHS ?= default
 SEED ?= 0
 LIMIT ?=
+TASK_ARGS ?=
 OUT ?= results
 LEADERBOARD ?= leaderboards
 export HF_HUB_OFFLINE ?= 1
@@ -30,8 +31,9 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 
 eval: venv
 	$(BIN)/longctx-eval run --model '$(MODEL)' --tasks '$(TASKS)' --lengths '$(LENGTHS)' \
-		--seed $(SEED) $(if $(LIMIT),--limit $(LIMIT)) --out '$(OUT)'
-	$(BIN)/longctx-eval leaderboard '$(OUT)' --out '$(LEADERBOARD)'
+		--seed $(SEED) $(if $(LIMIT),--limit $(LIMIT)) $(foreach a,$(TASK_ARGS),--task-arg '$(a)') \
+		--out '$(OUT)' $(RUN_ARGS); status=$$?; \
+	$(BIN)/longctx-eval leaderboard '$(OUT)' --out '$(LEADERBOARD)' && exit $$status
 
 test: venv
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)

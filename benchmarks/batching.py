@@ -1,6 +1,6 @@
 """Batched greedy generation on CPU: samples/s of an `hf:` model at ~1K and ~4K-token needle prompts, batch 1/2/4.
 
-    python -m benchmarks.batching [--model smollm2-135m] [--lengths 1024,4096] [--batches 1,2,4] [--n 4]
+    python -m benchmarks.batching [--model smollm2-135m] [--lengths 1024,4096] [--batches 1,2,4] [--n 4] [--rounds 2]
 
 Every batch size must produce exactly the texts of batch 1 (left padding, greedy); the script says so or fails.
 Run it on a quiet machine (`nice` does not stop other processes from sharing the cores).
@@ -47,8 +47,8 @@ def measure(adapter: Any, requests: list[Request], batch: int) -> tuple[float, l
     return len(requests) / (time.perf_counter() - t0), [p.text or "" for p in preds]
 
 
-def run(model: str, lengths: list[int], batches: list[int], n: int) -> dict[str, Any]:
-    """Measure every (length, batch) cell; raises when a batch changes any text."""
+def run(model: str, lengths: list[int], batches: list[int], n: int, rounds: int = 2) -> dict[str, Any]:
+    """Measure every (length, batch) cell, best of `rounds` interleaved rounds; fails when a batch changes a text."""
     from longctx_eval.models.loader import load_model
     from longctx_eval.models.spec import parse_spec
 
@@ -58,16 +58,25 @@ def run(model: str, lengths: list[int], batches: list[int], n: int) -> dict[str,
     for length in lengths:
         requests = needle_prompts(adapter.tokenizer, length, n)
         tokens = [adapter.prompt_tokens(r) for r in requests]
+        best: dict[int, float] = {}
         reference = None
+        for _ in range(rounds):  # interleaved, so a burst of load elsewhere hits every batch size alike
+            for batch in batches:
+                rate, texts = measure(adapter, requests, batch)
+                reference = reference if reference is not None else texts
+                if texts != reference:
+                    raise SystemExit(
+                        f"batch {batch} changed the greedy text at ~{length} tokens: {texts} vs {reference}"
+                    )
+                best[batch] = max(best.get(batch, 0.0), rate)
         for batch in batches:
-            rate, texts = measure(adapter, requests, batch)
-            reference = reference if reference is not None else texts
-            same = texts == reference
-            rows.append({"length": length, "prompt_tokens": tokens, "batch": batch, "samples_per_s": round(rate, 4)})
-            print(f"~{length} tokens (measured {min(tokens)}-{max(tokens)}), batch {batch}: {rate:.3f} samples/s")
-            if not same:
-                raise SystemExit(f"batch {batch} changed the greedy text at ~{length} tokens: {texts} vs {reference}")
-    return {"model": model, "n": n, "max_new_tokens": 32, "rows": rows}
+            rows.append(
+                {"length": length, "prompt_tokens": tokens, "batch": batch, "samples_per_s": round(best[batch], 4)}
+            )
+            print(
+                f"~{length} tokens (measured {min(tokens)}-{max(tokens)}), batch {batch}: {best[batch]:.3f} samples/s"
+            )
+    return {"model": model, "n": n, "rounds": rounds, "max_new_tokens": 32, "rows": rows}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -76,9 +85,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--lengths", default="1024,4096")
     parser.add_argument("--batches", default="1,2,4")
     parser.add_argument("--n", type=int, default=4)
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved rounds; the best of them is reported")
     parser.add_argument("--json", help="also write the measurements to this file")
     args = parser.parse_args(argv)
-    result = run(args.model, [int(x) for x in args.lengths.split(",")], [int(x) for x in args.batches.split(",")], args.n)
+    result = run(
+        args.model,
+        [int(x) for x in args.lengths.split(",")],
+        [int(x) for x in args.batches.split(",")],
+        args.n,
+        args.rounds,
+    )
     if args.json:
         with open(args.json, "w", encoding="utf-8") as fh:
             json.dump(result, fh, indent=2)

@@ -92,6 +92,7 @@ class CardInfo:
     usage: str | Callable[[BuildConfig], str] = ""  # markdown: how to turn rows into model inputs
     prompt_template: str = ""  # str.format template over row fields, e.g. "{context}\n\nQuestion: {question}"
     scoring: str = ""  # markdown: how a prediction is scored, so results can be reproduced without this code
+    license: str | None = None  # HF license id of the rows when the builder's corpus decides it (not the source)
 
 
 @dataclass(frozen=True)

@@ -73,7 +73,7 @@ def _sha256(path: Path) -> str:
 
 
 def verify(archive: Archive) -> None:
-    """DataError unless the archive exists and its sha256 equals the pin."""
+    """PrerequisiteError when the archive is missing, DataError when its sha256 differs from the pin."""
     if not archive.path.is_file():
         raise PrerequisiteError(
             f"{archive.path} is missing; expected the shipped {archive.name} corpus (reinstall longctx-eval, "

@@ -152,7 +152,7 @@ def build_dataset(
                 DOCUMENT_FEATURES,
             )
         )
-    card = render_card(info, config, src, tokenizer, entries, files, license or _license(src))
+    card = render_card(info, config, src, tokenizer, entries, files, license or info.card.license or _license(src))
     _remove_stale(out, files)
     atomic_write_text(out / "README.md", card)
     (out / "README.md").chmod(_SHARED_MODE)

@@ -18,7 +18,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict
 
 from longctx_eval.errors import RunFileError
-from longctx_eval.results import RunResult, Skipped, TaskResult
+from longctx_eval.results import RunResult, Skipped, TaskResult, strata_coverage
 
 TaskKey = tuple[str, str]  # (task name, capability)
 Stratum = tuple[int | None, float | None]  # (length, depth); None = pooled / unknown
@@ -71,12 +71,16 @@ def check_times(run: RunResult) -> None:
 
 
 def strata(task: TaskResult, *, by_depth: bool = True) -> dict[Stratum, int]:
-    """Samples attempted per stratum: from coverage (evaluated + over-length), else from the rows' n."""
+    """Samples evaluated per stratum: from coverage, else (older run files) from the pooled-depth rows' n.
+
+    Over-window samples carry no score, so they cover nothing: a rerun that only adds over-window lengths
+    is still a partial rerun.
+    """
     counts: dict[Stratum, int] = {}
     if task.coverage:
-        for c in task.coverage:
+        for c in strata_coverage(task.coverage):
             key = (c.length, c.depth if by_depth else None)
-            counts[key] = counts.get(key, 0) + c.evaluated + c.over_length
+            counts[key] = counts.get(key, 0) + c.evaluated
         return {k: v for k, v in counts.items() if v > 0}
     for row in task.results:
         if row.length is not None and row.depth is None:
@@ -85,7 +89,7 @@ def strata(task: TaskResult, *, by_depth: bool = True) -> dict[Stratum, int]:
 
 
 def covers(a: TaskResult, b: TaskResult) -> bool:
-    """Whether `a` attempted at least as many samples as `b` in every stratum `b` attempted."""
+    """Whether `a` evaluated at least as many samples as `b` in every stratum `b` evaluated."""
     by_depth = bool(a.coverage) and bool(b.coverage)
     have, need = strata(a, by_depth=by_depth), strata(b, by_depth=by_depth)
     return all(have.get(k, 0) >= v for k, v in need.items())
@@ -212,8 +216,8 @@ def _task_notes(model: str, key: TaskKey, ordered: list[_Candidate], shown: _Can
         elif not covers(shown.task, c.task) and not any(covers(later.task, c.task) for later in ordered[i + 1 :]):
             why = "" if same_setup(c.task, shown.task) else " (another task version or arguments)"
             reason = (
-                f"replaced by the newer {shown.label}{why}: {describe(c.task)} before, {describe(shown.task)} now; "
-                "strata only the older run covered are not shown"
+                f"replaced by the newer {shown.label}{why} ({describe(shown.task)}); this run had "
+                f"{describe(c.task)}: what only it covered is not shown"
             )
             notes.append(
                 MergeNote(model=model, task=key[0], capability=key[1], kind="replaced", run=c.label, reason=reason)

@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
-from longctx_eval.results import Coverage, MetricResult, RunResult, TaskResult
+from longctx_eval.results import Coverage, MetricResult, RunResult, TaskResult, strata_coverage
 
 if TYPE_CHECKING:
     from longctx_eval.leaderboard_merge import MergeNote
@@ -100,11 +100,12 @@ class Cell:
 def cell(task: TaskResult, metric: str, length: int | None, depth: float | None) -> Cell:
     """The cell of one stratum (length None = pooled over lengths, depth None = pooled over depths)."""
     row = lookup(task, metric, length, depth)
+    strata = strata_coverage(task.coverage)
     if length is None:
-        covered = list(task.coverage) if depth is None else [c for c in task.coverage if c.depth == depth]
+        covered = strata if depth is None else [c for c in task.coverage if c.depth == depth]
         covered = [c for c in covered if c.length in set(pooled_lengths_of(task) or [])] or covered
     elif depth is None:
-        covered = [c for c in task.coverage if c.length == length]
+        covered = [c for c in strata if c.length == length]
     else:
         covered = [c for c in task.coverage if c.length == length and c.depth == depth]
     if not covered:
@@ -233,9 +234,9 @@ def format_state(c: Cell) -> str:
 
 MERGE_RULE = (
     "Per model, task and capability the latest result is shown (by the task's start time). A newer result of "
-    "the same task version and arguments that covers less (fewer samples, no length or depth the shown one "
-    "lacks) never replaces a fuller one: it is listed under **Not shown**. A newer task version or other task "
-    "arguments always win; **Replaced** says when that dropped lengths or samples."
+    "the same task version and arguments that covers less (fewer evaluated samples, no length or depth the "
+    "shown one lacks) never replaces a fuller one: it is listed under **Not shown**. A newer task version or "
+    "other task arguments always win; **Replaced** says when that dropped lengths or samples."
 )
 
 

@@ -120,7 +120,8 @@ def _depth_figure(task: str, entries: Sequence[RunResult], metric: str) -> Figur
     nrows = math.ceil(len(models) / ncols)
     width = max(4.0, 0.75 * len(col_keys) + 1.6)
     height = max(2.6, 0.42 * len(row_keys) + 1.4)
-    fig = Figure(figsize=(width * ncols + 1.0, height * nrows + 0.9), layout="constrained")
+    flat = [c for g in grids for row in g for c in row]
+    fig = Figure(figsize=(width * ncols + 1.0, height * nrows + 0.6 + _legend_height(flat)), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax in axes[len(models) :]:
         ax.remove()
@@ -133,7 +134,7 @@ def _depth_figure(task: str, entries: Sequence[RunResult], metric: str) -> Figur
         ax.set_ylabel("needle depth")
     fig.colorbar(image, ax=list(axes[: len(models)]), shrink=0.85, label=metric)
     fig.suptitle(f"{task}: {metric} by length and depth")
-    _legend(fig, [c for g in grids for row in g for c in row])
+    _legend(fig, flat)
     return fig
 
 
@@ -144,14 +145,15 @@ def _model_figure(task: str, entries: Sequence[RunResult], metric: str) -> Figur
     grid = [[_cell(task_of(e, task), metric, c, None) for c in col_keys] for e in models]
     vmin, vmax = _limits([_values(grid)])
     width = max(5.0, 0.8 * len(col_keys) + 0.12 * max(len(e.model.name) for e in models) + 2.0)
-    fig = Figure(figsize=(width, max(2.4, 0.45 * len(models) + 1.8)), layout="constrained")
+    flat = [c for row in grid for c in row]
+    fig = Figure(figsize=(width, max(2.4, 0.45 * len(models) + 1.5) + _legend_height(flat)), layout="constrained")
     ax = fig.subplots()
     image = _heatmap(ax, grid, vmin, vmax)
     _ticks(ax, [length_label(c) for c in col_keys], [e.model.name for e in models])
     ax.set_xlabel("context length (tokens)")
     ax.set_title(f"{task}: {metric} by length")
     fig.colorbar(image, ax=ax, shrink=0.85, label=metric)
-    _legend(fig, [c for row in grid for c in row])
+    _legend(fig, flat)
     return fig
 
 
@@ -210,6 +212,11 @@ def _heatmap(ax: Axes, cells: Sequence[Sequence[Cell]], vmin: float, vmax: float
         text = format_number(value, vmin >= 0.0 and vmax <= 1.0) + ("*" if c.partial else "")
         ax.text(j, i, text, ha="center", va="center", fontsize=fontsize, color=color)
     return image
+
+
+def _legend_height(cells: Sequence[Cell]) -> float:
+    """Extra figure height (inches) for the legend row, 0 when no cell needs explaining."""
+    return 0.3 if any(c.state in ("over_window", "not_evaluated") or c.partial for c in cells) else 0.0
 
 
 def _legend(fig: Figure, cells: Sequence[Cell]) -> None:

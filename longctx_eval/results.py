@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -130,6 +131,13 @@ class RunResult(_Strict):
     seconds: float
     tasks: list[TaskResult]
     skipped: list[Skipped]
+
+
+def strata_coverage(coverage: Sequence[Coverage]) -> list[Coverage]:
+    """The disjoint strata of a task's coverage: per length its per-depth entries when it has any, else its
+    depth-free entry (a per-length summary next to per-depth entries is dropped, so nothing counts twice)."""
+    with_depth = {c.length for c in coverage if c.depth is not None}
+    return [c for c in coverage if c.depth is not None or c.length not in with_depth]
 
 
 def json_schema() -> dict[str, Any]:

@@ -10,6 +10,7 @@ import contextlib
 import hashlib
 import inspect
 import json
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +30,7 @@ from longctx_eval.task import Task, TaskInfo
 
 STANDARD_METRICS = (rate("over_length"), rate("error"))
 OVER_ALL = frozenset({"over_length"})
-"""Metrics computed over every sample; all others only over samples that fit the model's window."""
+"""Score fields whose metrics are computed over every sample; all others only over samples that fit the window."""
 
 
 @dataclass
@@ -183,9 +184,9 @@ def _score_task(
         scored.append((sample, score_one(task.scorer, sample, pred)))
         seconds += pred.seconds
         tokens += pred.prompt_tokens or 0
-    metrics = list(task.metrics)
+    primary = task.primary_metric(entry.capability)
+    metrics = [primary, *(m for m in task.metrics if m is not primary)]  # the headline metric leads the rows
     warnings = list(entry.warnings)
-    primary = metrics[0]
     if not any(all(f in sc.values for f in primary.fields) for _, sc in scored):
         text = f"the scorer never produced the primary metric {primary.name!r} (fields {list(primary.fields)})"
         console.print(f"[yellow]warning[/yellow] {entry.name}: {text}", highlight=False)
@@ -260,11 +261,13 @@ def grouped_results(scored: list[tuple[Sample, Score]], metrics: list[Metric]) -
     rows = []
     for (length, depth), scores in sorted(groups.items(), key=_group_order):
         for m in metrics:
-            pool = scores if m.name in OVER_ALL else [s for s in scores if not s["over_length"]]
+            pool = scores if OVER_ALL.issuperset(m.fields) else [s for s in scores if not s["over_length"]]
             vals = [[s.values[f] for f in m.fields] for s in pool if all(f in s.values for f in m.fields)]
             if not vals:
                 continue  # a metric absent from every sample of a group is omitted, never filled with a sentinel
             value, ci = m.compute(vals)
+            if not all(math.isfinite(v) for v in (value, *ci)):
+                continue  # e.g. a perplexity over zero tokens: no number rather than a NaN in the run file
             rows.append(
                 MetricResult(
                     metric=m.name,

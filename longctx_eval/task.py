@@ -56,6 +56,13 @@ class Task:
     scorer: Callable[[Sample, Prediction], Score]
     metrics: Sequence[Metric]
     oracle: Callable[[Sample], Prediction] = gold_answer_oracle
+    primary: Mapping[str, str] = field(default_factory=dict)
+    """The headline metric per capability (e.g. {"retrieve": "recall@1"}); the first metric otherwise."""
+
+    def primary_metric(self, capability: str | None = None) -> Metric:
+        """The metric leaderboards show for a run through `capability`."""
+        name = self.primary.get(str(capability)) if capability is not None else None
+        return next((m for m in self.metrics if m.name == name), self.metrics[0])
 
     def samples(self) -> Iterable[Sample]:
         """The dataset, built now if it is lazy."""
@@ -121,6 +128,12 @@ class TaskInfo:
             raise TaskDefinitionError(f"{self.source}: task {self.name!r} has no metrics; the first is the primary")
         if len(set(names)) != len(names):
             raise TaskDefinitionError(f"{self.source}: task {self.name!r} has duplicate metric names {names}")
+        for cap, metric in result.primary.items():
+            if cap not in {c.value for c in Capability} or metric not in names:
+                raise TaskDefinitionError(
+                    f"{self.source}: task {self.name!r} primary={{{cap!r}: {metric!r}}}: expected a capability "
+                    f"mapped to one of its metrics {names}"
+                )
         return result
 
 

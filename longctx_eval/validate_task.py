@@ -62,7 +62,7 @@ def validate_task(
     detail = f"{len(first) - len(over)}/{len(first)} fit, {exact} exactly" + (f"; {over[:3]}" if over else "")
     checks.append(Check(f"fits declared length ({tok.name} tokenizer)", not over, detail))
 
-    primary = first_task.metrics[0]
+    primary = first_task.primary_metric()
     try:
         scores = [score_one(first_task.scorer, s, first_task.oracle(s)) for s in first]
     except LongctxError as exc:

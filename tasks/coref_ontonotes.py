@@ -28,7 +28,7 @@ def coref_ontonotes(
     """`path`: the CoNLL-2012 files (folder, file or glob); else $LONGCTX_ONTONOTES; else the task is skipped."""
     where = ontonotes_location(path)
     if where is None:
-        raise TaskUnavailable(f"coref_ontonotes: {ONTONOTES_HELP}")
+        raise TaskUnavailable(ONTONOTES_HELP)
     kit = CorefKit(CorefConfig(batch=batch), tokenizer)
     return Task(
         dataset=lambda: corpus_samples(kit, ontonotes(where, split, language), lengths, seed),

@@ -75,4 +75,5 @@ def needle(
         prompt=question_after_context,
         scorer=needle_score,
         metrics=[mean("score"), rate("empty"), *(mean(f"recall@{k}") for k in KS), mean("mrr")],
+        primary={"retrieve": "recall@1"},
     )

@@ -11,7 +11,8 @@ from data_builders.builders import BuildConfig, builders
 from data_builders.coref_builder import COREF_FEATURES
 from data_builders.coref_corpora import ontogum
 from data_builders.coref_documents import corpus_documents
-from data_builders.export import build_dataset
+from data_builders.coref_haystack import as_long, measure
+from data_builders.export import BuildReport, build_dataset
 from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.text.tokenizer import Tokenizer
@@ -25,9 +26,9 @@ def tok_file(bpe_tokenizer, tmp_path_factory) -> Tokenizer:  # noqa: ANN001
     return Tokenizer.from_file(path, name=str(path))
 
 
-def _load(out: Path, config: str, cache: Path) -> datasets.Dataset:
-    files = sorted(str(p) for p in (out / "data" / config).glob("*.parquet"))
-    assert files, f"no parquet for {config} in {out}"
+def _load(report: BuildReport, config: str, cache: Path) -> datasets.Dataset:
+    (entry,) = [e for e in report.configs if e.name == config]
+    files = [str(report.out / p) for p in entry.paths]
     return datasets.load_dataset("parquet", data_files={"test": files}, split="test", cache_dir=str(cache))
 
 
@@ -60,28 +61,29 @@ def test_the_coref_builders_are_registered() -> None:
 
 
 def test_ontogum_dataset_loads_with_plain_datasets_and_offsets_slice_the_text(tok_file, tmp_path) -> None:  # noqa: ANN001
-    cfg = BuildConfig(lengths=(2048,), seed=1, source="synthetic", options={"split": "dev"})
+    cfg = BuildConfig(lengths=(4096,), seed=1, source="synthetic", options={"split": "dev"})
     report = build_dataset("coref_ontogum", cfg, tmp_path / "ds", tok_file)
-    assert [e.name for e in report.configs] == ["coref_ontogum_2048"]
-    ds = _load(report.out, "coref_ontogum_2048", tmp_path / "cache")
-    assert ds.num_rows == len(ontogum("dev").documents) == 18
+    assert [e.name for e in report.configs] == ["coref_ontogum_4096"]
+    ds = _load(report, "coref_ontogum_4096", tmp_path / "cache")
+    fitting = [d for d in ontogum("dev").documents if measure(as_long(d), tok_file) <= 4096]
+    assert ds.num_rows == len(fitting) >= 10
     assert _check_rows(ds, tok_file) > 1000
     row = ds[0]
     assert row["corpus"] == "ontogum" and row["split"] == "dev" and row["singletons"] is False
     assert row["haystack_words"] > 0 and row["native_words"] + row["haystack_words"] == len(row["words"])
     # The same documents and gold as the coref_ontogum task run with the same seed and source.
-    first = next(corpus_documents(ontogum("dev"), [2048], 1, "synthetic", tok_file))
+    first = next(corpus_documents(ontogum("dev"), [4096], 1, "synthetic", tok_file))
     assert row["id"] == first.sample_id and row["words"] == list(first.long.doc.tokens)
     assert row["clusters"] == [[[s, e] for s, e in c] for c in first.long.doc.clusters]
     card = (report.out / "README.md").read_text()
-    assert "clusters_char" in card and "CoNLL F1" in card
+    assert "clusters_char" in card and "CoNLL F1" in card and "CC BY-SA 3.0" in card
 
 
 def test_task_and_builder_share_texts(tok_file, tmp_path) -> None:  # noqa: ANN001
     report = build_dataset(
         "coref_synthetic", BuildConfig(lengths=(300, 600), per_cell=2, seed=4, source="synthetic"), tmp_path, tok_file
     )
-    rows = {r["id"]: r for c in ("coref_synthetic_300", "coref_synthetic_600") for r in _load(report.out, c, tmp_path)}
+    rows = {r["id"]: r for c in ("coref_synthetic_300", "coref_synthetic_600") for r in _load(report, c, tmp_path)}
     assert len(rows) == 4
     _check_rows(datasets.Dataset.from_list(list(rows.values()), features=COREF_FEATURES), tok_file)
     task = discover().get("coref_synthetic").build(lengths=[300, 600], seed=4, tokenizer=tok_file)

@@ -104,3 +104,21 @@ def test_task_builds_and_scores_samples_from_the_users_files(
         assert task.scorer(s, task.oracle(s))["conll_doc"] == 1.0
         words = s.context.split()
         assert len(words) >= 9 and s.gold["singletons"] is False
+
+
+def test_run_records_the_skip_and_runs_with_task_arg(tree: Path, tmp_path: Path, no_env: None) -> None:
+    import json
+
+    from longctx_eval.cli import main
+
+    out = tmp_path / "runs"
+    base = ["run", "--model", "oracle", "--tasks", "coref_ontonotes", "--lengths", "64", "--out", str(out)]
+    assert main(base) == 0
+    run = json.loads((out / "oracle" / "run.json").read_text())
+    (skip,) = run["skipped"]
+    assert skip["task"] == "coref_ontonotes" and skip["kind"] == "missing_data" and "LDC" in skip["reason"]
+    assert main([*base, "--task-arg", f"coref_ontonotes.path={tree}"]) == 0
+    run = json.loads((out / "oracle" / "run.json").read_text())
+    (result,) = [t for t in run["tasks"] if t["name"] == "coref_ontonotes"]
+    pooled = {r["metric"]: r["value"] for r in result["results"] if r["length"] is None}
+    assert pooled["conll_f1"] == 1.0 and result["args"] == {"path": str(tree)}

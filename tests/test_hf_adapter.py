@@ -6,17 +6,33 @@ import json
 
 from transformers import AutoTokenizer
 
+from longctx_eval.capability import Capability
 from longctx_eval.cli import main
-from longctx_eval.models.spec import load_model
+from longctx_eval.hashing import sha256_json
+from longctx_eval.models.loader import load_model
+from longctx_eval.models.spec import parse_spec
 from longctx_eval.sample import Request
 
 
+def _load(raw: str):
+    return load_model(parse_spec(raw))
+
+
 def test_adapter_records_metadata_and_measures_exact_prompt(tiny_llama_dir):
-    model = load_model(f"hf:{tiny_llama_dir}?max_length=400")
-    assert "generate" in model.capabilities
-    info = model.info
-    assert info.kind == "hf" and info.params and info.params > 10_000 and len(info.sha256) == 64
-    assert info.context_window == 400 and info.dtype == "float32"
+    model = _load(f"hf:{tiny_llama_dir}?max_length=400")
+    assert Capability.GENERATE in model.capabilities
+    meta = model.meta
+    assert meta.kind == "hf" and meta.params and meta.params > 10_000 and len(meta.sha256) == 64
+    assert meta.context_window == 400 and meta.dtype == "float32"
+    assert meta.capabilities == ["attention", "generate"] and meta.identity_sha256 == sha256_json(model.identity)
+    assert model.identity == {
+        "name": tiny_llama_dir.name,
+        "spec": f"hf:{tiny_llama_dir}?max_length=400",
+        "revision": meta.revision,
+        "sha256": meta.sha256,
+        "decoding": "greedy",
+        "chat": False,
+    }
     req = Request("s1", "The quick brown fox jumps over the lazy dog. " * 5, "", "q", max_new_tokens=8)
     n = model.prompt_tokens(req)
     assert n == len(AutoTokenizer.from_pretrained(tiny_llama_dir)(req.prompt)["input_ids"])
@@ -41,8 +57,41 @@ def test_over_long_prompts_are_reported_not_truncated(tmp_path, tiny_llama_dir, 
     run = json.loads((run_dir / "run.json").read_text())
     task = run["tasks"][0]
     assert task["over_length"] == 2 and task["n_samples"] == 4
-    rate = {
-        r["length"]: r["value"] for r in task["results"] if r["metric"] == "over_length_rate" and r["depth"] is None
-    }
-    assert rate == {None: 0.5, 256: 0.0, 1024: 1.0}
+    cells = {(c["length"], c["evaluated"], c["over_length"]) for c in task["coverage"] if c["depth"] is None}
+    assert cells == {(256, 2, 0), (1024, 0, 2)}  # 1024 is "n/a (over window)", not a score of 0
+    assert task["pooled_lengths"] == [256]
+    assert not [r for r in task["results"] if r["metric"] == "score" and r["length"] == 1024]
     assert run["model"]["context_window"] == 512 and run["model"]["params"] > 0
+
+
+PROMPTS = [
+    "The quick brown fox jumps over the lazy dog.",
+    "Read the following text and answer the question after it. " * 6,
+    "A short one.",
+    "Lorem ipsum " * 20,
+    "What is the special magic number? It is 4821.",
+]
+
+
+def _texts(model, prompts, batch_size: int, max_new_tokens: int = 12) -> list[tuple[str, int]]:
+    model.batch_size = batch_size
+    reqs = [Request(f"s{i}", p, "", "q", max_new_tokens=max_new_tokens - i) for i, p in enumerate(prompts)]
+    preds = model.serve("generate", reqs)
+    assert [p.prompt_tokens for p in preds] == [model.prompt_tokens(r) for r in reqs]
+    return [(p.text, p.completion_tokens) for p in preds]
+
+
+def test_batched_generation_is_the_same_greedy_text_as_one_by_one(tiny_llama_dir):
+    model = _load(f"hf:{tiny_llama_dir}")
+    single = _texts(model, PROMPTS, 1)
+    assert _texts(model, PROMPTS, 2) == single
+    assert _texts(model, PROMPTS, 4) == single
+    assert _texts(model, PROMPTS, 8) == single
+
+
+def test_smollm2_batch_of_two_matches_one_by_one():
+    model = _load("smollm2-135m")
+    prompts = ["What is the capital of France? Answer in one word.", "Name a colour of the sky on a clear day."]
+    single = _texts(model, prompts, 1, max_new_tokens=16)
+    assert _texts(model, prompts, 2, max_new_tokens=16) == single
+    assert all(text for text, _ in single)

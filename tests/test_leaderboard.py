@@ -421,7 +421,9 @@ def test_task_started_orders_results_of_one_run_file(tmp_path: Path) -> None:
 def test_partial_rerun_never_replaces_a_fuller_result(tmp_path: Path) -> None:
     out = tmp_path / "lb"
     full = run_with("m", "2025-05-01T00:00:00+00:00", [covered_task("alpha", FULL)])
-    partial = run_with("m", "2025-05-02T00:00:00+00:00", [covered_task("alpha", {1024: (0.0, 5, 1, 0)})])
+    # --limit 1 at 1K plus a length over the window: over-window samples cover nothing, so this is partial.
+    partial_cells = {1024: (0.0, 5, 1, 0), 16384: (None, 5, 0, 5)}
+    partial = run_with("m", "2025-05-02T00:00:00+00:00", [covered_task("alpha", partial_cells)])
     update_leaderboard([put(full, tmp_path / "in" / "full.json")], out, now=NOW)
     update_leaderboard([put(partial, tmp_path / "in2" / "partial.json")], out, now=NOW)
     task = shown(out, "m")[("alpha", "generate")]
@@ -563,10 +565,10 @@ def test_skip_cleared_by_a_later_score_and_kind_shown(tmp_path: Path) -> None:
 
 def test_committed_old_run_files_still_merge_and_render(tmp_path: Path) -> None:
     runs = REPO / "leaderboards" / "runs"
-    old = tmp_path / "old" / "smollm2.json"
-    old.parent.mkdir()
-    shutil.copy(runs / "smollm2-135m__2026-11-29T22-39-51-00-00.json", old)
-    shutil.copy(runs / "bm25__2026-11-29T22-39-51-00-00.json", tmp_path / "old" / "bm25.json")
+    old = tmp_path / "old" / "runs"
+    old.mkdir(parents=True)
+    shutil.copy(runs / "smollm2-135m__2026-11-29T22-39-51-00-00.json", old / "smollm2.json")
+    shutil.copy(runs / "bm25__2026-11-29T22-39-51-00-00.json", old / "bm25.json")
     # A new-style run of the same model on another task merges with the old file.
     new = run_with("smollm2-135m", "2026-12-01T00:00:00+00:00", [covered_task("alpha", FULL)])
     out = tmp_path / "lb"
@@ -604,3 +606,26 @@ def test_corrupt_input_sets_exit_code_2_and_still_renders(tmp_path: Path) -> Non
     assert report.exit_code == 2 and report.entries == 1
     assert [p for p, _ in report.skipped] == [bad] and "tasks.0" in report.skipped[0][1]
     assert (tmp_path / "lb" / "LEADERBOARD.md").is_file()
+
+
+def test_per_length_summary_coverage_next_to_depths_is_not_counted_twice(tmp_path: Path) -> None:
+    # The scorer writes per (length, depth) entries and a depth-free summary per length, like scoring.coverage.
+    coverage = [Coverage(length=n, depth=d, planned=2, evaluated=1, over_length=0) for n in LENGTHS for d in DEPTHS]
+    coverage += [Coverage(length=n, depth=None, planned=6, evaluated=3, over_length=0) for n in LENGTHS]
+    limited = _needle(0.9).model_copy(update={"coverage": coverage, "pooled_lengths": list(LENGTHS)})
+    run = make_run("m", "2025-05-02T00:00:00+00:00").model_copy(update={"tasks": [limited]})
+    full = make_run("m", "2025-05-01T00:00:00+00:00")  # no coverage: counts from its rows (n=30 per length)
+    out = tmp_path / "lb"
+    update_leaderboard([put(full, tmp_path / "full.json"), put(run, tmp_path / "limited.json")], out, now=NOW)
+    md = (out / "LEADERBOARD.md").read_text()
+    row = next(line for line in section(md, "needle").splitlines() if line.startswith("| **m**")).split(" | ")
+    assert row[1] == "0.90 [0.75, 1.00] n=30"  # the full (older) run stays shown
+    (note,) = board(out)["notes"]
+    assert note["kind"] == "not_shown" and "(v2, n=6 at 1K, 4K)" in note["reason"]
+    fig = task_figure("needle", [run])
+    assert fig is not None
+    texts = [t.get_text() for t in panel_axes(fig)[0].texts]
+    assert all(t.endswith("*") for t in texts)  # every cell is partial: 1 of 2 samples
+    md = render_markdown([run], NOW.isoformat(), {})
+    row = next(line for line in section(md, "needle").splitlines() if line.startswith("| **m**")).split(" | ")
+    assert row[1].endswith("/6")  # 6 planned at 1K (3 depths x 2), not 12

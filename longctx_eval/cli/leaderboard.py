@@ -23,5 +23,11 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     report = update_leaderboard(list(args.inputs), args.out)
     for path, reason in report.skipped:
         console.print(f"[red]skipped[/red] {path}: {reason}", highlight=False, soft_wrap=True)
+    for note in report.notes:
+        console.print(
+            f"[yellow]note[/yellow] {note.model} {note.task or ''}: {note.reason}", highlight=False, soft_wrap=True
+        )
+    for path in report.removed:
+        console.print(f"removed stale {path}", highlight=False)
     console.print(f"leaderboard: {report.entries} model(s) in {args.out / 'leaderboard.json'}", highlight=False)
-    return 2 if report.skipped else 0
+    return report.exit_code

@@ -19,7 +19,7 @@ from longctx_eval.models.options import HFOptions
 from longctx_eval.models.spec import ModelSpec
 from longctx_eval.sample import Prediction, Request
 
-RENDER_CACHE = 256
+RENDER_CACHE = 64
 """Rendered prompts kept: the runner measures a batch's prompts, then sends the batch."""
 
 
@@ -30,6 +30,7 @@ class HFCausalLM(ModelAdapter):
 
     def __init__(self, spec: ModelSpec) -> None:
         import torch
+        from safetensors import SafetensorError
         from transformers import AutoModelForCausalLM
 
         self._torch = torch
@@ -45,7 +46,7 @@ class HFCausalLM(ModelAdapter):
             self.model = AutoModelForCausalLM.from_pretrained(
                 str(source), dtype=getattr(torch, o.dtype), **kwargs
             ).eval()
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, SafetensorError) as exc:  # missing, unreadable or corrupt weights
             raise load_error(spec.target, exc) from exc
         self.hf_tok = hf_tok
         from longctx_eval.models.attention_probe import AttentionProbe, probe_config
