@@ -51,6 +51,7 @@ $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml constraints.txt
 
 bench: venv $(VENV)/.bench-installed
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
+	$(BIN)/python -m pytest -q -m bench tests/test_bench_smoke.py
 
 .PHONY: reference-models
 # Retrain the position-encoding references (~14 CPU-minutes at 1 thread); never run by eval or test.

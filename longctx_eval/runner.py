@@ -51,6 +51,8 @@ def run_models(plans: Sequence[tuple[ModelSpec, Sequence[TaskPlan]]], config: Ru
     for spec, tasks in plans:
         try:
             outcomes.append(run_model(spec, tasks, config))
+        except OutputError:
+            raise  # a full or read-only disk: nothing more can be saved; one line, exit 2, what is written stays
         except LongctxError as exc:
             console.print(f"[red]error[/red] model {spec.raw!r}: {exc}", highlight=False)
             outcomes.append(ModelOutcome(spec, None, [str(exc)], []))

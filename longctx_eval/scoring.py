@@ -58,7 +58,14 @@ def score_run_dir(run_dir: Path, include_paths: Sequence[str] = ()) -> ScoreRepo
         try:
             if entry.name not in registry:
                 raise RunFileError(f"task {entry.name!r} is not discoverable; pass its --include-path")
-            results.append(_score_task(run_dir, manifest, entry, registry.get(entry.name), store))
+            result = _score_task(run_dir, manifest, entry, registry.get(entry.name), store)
+            held = previous.get(entry.name)
+            if held is not None and held.scorer_sha256 not in (None, result.scorer_sha256):
+                report_warnings.append(
+                    f"{entry.name}: the scoring code changed since this task was last scored (version "
+                    f"{entry.version} unchanged); scores are recomputed with the new code"
+                )
+            results.append(result)
         except LongctxError as exc:
             held = previous.get(entry.name)
             if held is not None:
@@ -261,7 +268,7 @@ def grouped_results(scored: list[tuple[Sample, Score]], metrics: list[Metric]) -
     rows = []
     for (length, depth), scores in sorted(groups.items(), key=_group_order):
         for m in metrics:
-            pool = scores if OVER_ALL.issuperset(m.fields) else [s for s in scores if not s["over_length"]]
+            pool = scores if OVER_ALL.issuperset(m.fields) else [s for s in scores if not s.values.get("over_length")]
             vals = [[s.values[f] for f in m.fields] for s in pool if all(f in s.values for f in m.fields)]
             if not vals:
                 continue  # a metric absent from every sample of a group is omitted, never filled with a sentinel

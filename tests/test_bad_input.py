@@ -8,8 +8,8 @@ import shutil
 import pytest
 
 from longctx_eval.cli import main
-from longctx_eval.errors import ConfigError, TaskDefinitionError
 from longctx_eval.discovery import discover
+from longctx_eval.errors import ConfigError, TaskDefinitionError
 
 
 def _err(capsys) -> str:
@@ -40,7 +40,7 @@ def test_malformed_spec_is_one_line_listing_adapters(tmp_path, capsys, spec, exp
     assert expect in err
     assert len(err.splitlines()) == 1 or "known adapters" not in err
     if "unknown model spec" in expect:
-        assert "hf:<path-or-hub-id>" in err and "bm25" in err and "retriever:" in err
+        assert "hf:<folder-or-hub-id>" in err and "bm25" in err and "retriever:" in err
 
 
 @pytest.mark.parametrize(

@@ -1,7 +1,7 @@
 """`make bench` harness smoke test on a tiny document: it runs, checks offsets, and writes its results.
 
-Skipped unless the peers are installed (`pip install -e '.[bench]'`, which `make bench` does) and the GPT-2
-tiktoken file is cached (`make bench` fetches it once). Nothing here is timed: speed is `make bench`'s job.
+Marked `bench`: `make bench` runs it (`pytest -m bench`) after installing the peers (the `bench` extra) and
+caching the GPT-2 tiktoken file; the default suite deselects it. Nothing here is timed.
 """
 
 from __future__ import annotations
@@ -11,6 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
+
+pytestmark = pytest.mark.bench
 
 PEERS = ("tiktoken", "chonkie", "semchunk", "langchain_text_splitters", "llama_index.core")
 

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from data_builders import get_source
-from longctx_eval.cli.chunk import FIELDS, write_lines
 from longctx_eval.cli import main
+from longctx_eval.cli.chunk import FIELDS, write_lines
 from longctx_eval.text.chunking import ChunkConfig, chunk_document
 
 KEYS = ["index", "text", "char_start", "char_end", "token_start", "token_end", "overlap_chars", "overlap_tokens"]

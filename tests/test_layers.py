@@ -21,7 +21,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 LAYERS = ("longctx_eval", "data_builders", "tasks")  # each may import only itself and the layers before it
-ADAPTERS = tuple(f"longctx_eval.models.{name}" for name in ("hf", "dense", "bm25", "coref_baseline", "attention_probe"))
+ADAPTERS = tuple(
+    f"longctx_eval.models.{name}" for name in ("hf", "dense", "bm25", "coref_baseline", "posprobe_forward")
+)
 SPEC = "longctx_eval.models.spec"
 IMPORT_CALLS = {"import_module", "__import__"}
 

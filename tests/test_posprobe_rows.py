@@ -10,8 +10,8 @@ from transformers.models.llama.modeling_llama import eager_attention_forward
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.alibi_attention import alibi_bias, alibi_causal_attention, alibi_slopes
-from longctx_eval.models.attention_probe import forward_rows
 from longctx_eval.models.attention_rows import ATTENTION_NAME, capture_rows
+from longctx_eval.models.posprobe_forward import forward_rows
 from longctx_eval.models.rope_variants import check_variant, rope_applied, variant_parameters
 
 QUERIES = [3, 17, 40, 62, 63]

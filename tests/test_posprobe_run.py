@@ -7,8 +7,8 @@ import json
 import pytest
 
 from longctx_eval.cli import main
-from longctx_eval.models.references import REFERENCE_ROOT
 from longctx_eval.cli.posprobe import markdown_table, plot_probe, probe_rows
+from longctx_eval.models.references import REFERENCE_ROOT
 
 pytestmark = pytest.mark.skipif(
     not (REFERENCE_ROOT / "tiny-rope" / "model.safetensors").is_file(),

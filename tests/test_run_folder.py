@@ -13,7 +13,7 @@ import pytest
 
 from longctx_eval.cli import main
 
-PLUGIN_HEAD = '''
+PLUGIN_HEAD = """
 from longctx_eval import Request, Sample, Score, Task, TaskUnavailable, any_of, mean, task
 
 
@@ -28,7 +28,7 @@ def _samples(lengths, ids=None):
 
 def _prompt(s):
     return Request(s.id, s.context + " " + s.question, s.context, s.question, max_new_tokens=4)
-'''
+"""
 
 
 def _plugin(folder: Path, name: str, body: str) -> None:
@@ -323,3 +323,46 @@ def test_old_run_folders_still_score(tmp_path, model):
     (run_dir / "run.json").unlink()
     assert main(["score", str(run_dir)]) == 0
     assert _run_file(out, model)["tasks"][0]["n_samples"] == 2
+
+
+def test_a_changed_scorer_is_recorded_and_said_on_rescore(tmp_path, capsys):
+    plugins = tmp_path / "plugins"
+    body = """
+        @task(name="rescored", version="1", requires=any_of("generate"), default_lengths=[64], description="x")
+        def rescored(lengths, seed=0, tokenizer=None):
+            return Task(dataset=_samples(lengths), prompt=_prompt, scorer=lambda s, p: Score({"score": SCORE}),
+                        metrics=[mean("score")])
+        """
+    _plugin(plugins, "rescored", "SCORE = 1.0\n" + textwrap.dedent(body))
+    out = tmp_path / "r"
+    assert _run(out, "--model", "oracle", "--tasks", "rescored", "--include-path", str(plugins)) == 0
+    first = _run_file(out, "oracle")["tasks"][0]
+    _plugin(plugins, "rescored", "SCORE = 0.5\n" + textwrap.dedent(body))
+    rescore = subprocess.run(  # a new process, as a user's rescore is: this one has the old module imported
+        [sys.executable, "-m", "longctx_eval.cli", "score", str(out / "oracle"), "--include-path", str(plugins)],
+        capture_output=True,
+        text=True,
+    )
+    assert rescore.returncode == 0 and "scoring code changed" in " ".join(rescore.stderr.split())
+    second = _run_file(out, "oracle")["tasks"][0]
+    assert second["scorer_sha256"] != first["scorer_sha256"] and second["version"] == first["version"]
+    assert [r["value"] for r in second["results"] if r["metric"] == "score" and r["length"] is None] == [0.5]
+
+
+def test_a_full_disk_is_one_line_with_exit_2(tmp_path):
+    disk = tmp_path / "disk"
+    disk.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=12k", "tmpfs", str(disk)], capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here (needs root): {mounted.stderr.decode().strip()}")
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "longctx_eval.cli", "run", "--model", "oracle", "--tasks", "needle"]
+            + ["--lengths", "1024,2048", "--out", str(disk)],
+            capture_output=True,
+            text=True,
+        )
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert "Traceback" not in proc.stderr and "No space left on device" in proc.stderr
+    finally:
+        subprocess.run(["umount", str(disk)], check=False)

@@ -7,9 +7,9 @@ import json
 import pytest
 
 from longctx_eval.cli import main
+from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.spec import parse_spec
-from longctx_eval.discovery import discover
 from longctx_eval.suite import load_suite
 
 

@@ -49,7 +49,7 @@ class HFCausalLM(ModelAdapter):
         except (OSError, ValueError, SafetensorError) as exc:  # missing, unreadable or corrupt weights
             raise load_error(spec.target, exc) from exc
         self.hf_tok = hf_tok
-        from longctx_eval.models.attention_probe import AttentionProbe, probe_config
+        from longctx_eval.models.posprobe_forward import AttentionProbe, probe_config
 
         folder = Path(str(source)) if Path(str(source)).is_dir() else None
         self.probe = AttentionProbe(self.model, probe_config(o, self.model.config, folder))
@@ -103,7 +103,7 @@ class HFCausalLM(ModelAdapter):
         return len(self.render(request))
 
     def attention_stats(self, requests: Sequence[Request]) -> list[Prediction]:
-        """Teacher-forced passkey probes with exact attention rows (see models/attention_probe.py)."""
+        """Teacher-forced passkey probes with exact attention rows (see models/posprobe_forward.py)."""
         return self.probe.run(requests)
 
     def generate(self, requests: Sequence[Request]) -> list[Prediction]:

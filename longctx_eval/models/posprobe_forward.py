@@ -1,4 +1,4 @@
-"""The `attention` capability of transformers causal LMs: one teacher-forced forward per passkey sequence.
+"""The posprobe forward of transformers causal LMs (`attention` capability): one teacher-forced pass per sequence.
 
 Each request carries token ids (`extra["input_ids"]`), the needle's and the answer's token positions, the
 filler spans for text perplexity, and a calibration set of passkey sequences at a length inside the
