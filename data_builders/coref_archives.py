@@ -16,6 +16,7 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from longctx_eval.assets import file_sha256
 from longctx_eval.errors import DataError, PrerequisiteError
 
 ARCHIVE_DIR = Path(__file__).resolve().parent / "corpora"
@@ -64,14 +65,6 @@ ARCHIVES = (
 )
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def verify(archive: Archive) -> None:
     """PrerequisiteError when the archive is missing, DataError when its sha256 differs from the pin."""
     if not archive.path.is_file():
@@ -79,7 +72,7 @@ def verify(archive: Archive) -> None:
             f"{archive.path} is missing; expected the shipped {archive.name} corpus (reinstall longctx-eval, "
             "or set $LONGCTX_COREF_DATA to a folder holding litbank/ and ontogum/)"
         )
-    got = _sha256(archive.path)
+    got = file_sha256(archive.path)
     if got != archive.sha256:
         raise DataError(
             f"{archive.path}: sha256 {got} differs from the pinned {archive.sha256}; expected the archive "

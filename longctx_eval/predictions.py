@@ -11,225 +11,28 @@ from __future__ import annotations
 import base64
 import fcntl
 import json
-import math
 import os
-import re
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, get_args
+from typing import Any
 
 from longctx_eval.errors import OutputError, RunFileError
-from longctx_eval.hashing import sha256_json, sha256_text
 from longctx_eval.io import atomic_write_bytes, write_failure
-from longctx_eval.sample import Hit, Prediction, Request, Status
-
-KEY_PATTERN = re.compile(r"[0-9a-f]{64}")
-STATUSES: tuple[str, ...] = get_args(Status)
-CHECK_FIELD = "check"
-REQUIRED_FIELDS = (
-    "key",
-    "task",
-    "sample_id",
-    "text",
-    "hits",
-    "status",
-    "prompt_tokens",
-    "completion_tokens",
-    "seconds",
-    "error",
-    "data",
+from longctx_eval.prediction_records import (  # noqa: F401  (the line format's public names, re-exported)
+    CHECK_FIELD,
+    BadLine,
+    combine_parts,
+    parse_line,
+    prediction_key,
+    prediction_to_record,
+    quarantine_path_of,
+    record_check,
+    record_problem,
+    record_to_prediction,
+    scan,
 )
-
-
-def prediction_key(task: str, version: str, sample_id: str, request: Request, identity: Mapping[str, Any]) -> str:
-    """Hash of (task, version, sample id, exact prompt and context, model identity, settings)."""
-    return sha256_json(
-        {
-            "task": task,
-            "version": version,
-            "sample": sample_id,
-            "prompt": sha256_text(request.prompt),
-            "context": sha256_text(request.context),
-            "query": request.query,
-            "max_new_tokens": request.max_new_tokens,
-            "retrieval": asdict(request.retrieval),
-            "extra": sha256_json(dict(request.extra)),
-            "model": dict(identity),
-        }
-    )
-
-
-def prediction_to_record(key: str, task: str, sample_id: str, pred: Prediction, extra: Mapping[str, Any]) -> dict:
-    """The JSON line written for one prediction."""
-    rec = {"key": key, "task": task, "sample_id": sample_id, **asdict(pred), **extra}
-    rec["hits"] = [[h.char_start, h.char_end, h.score] for h in pred.hits]
-    rec.pop("parts")  # each part is a record of its own
-    return rec
-
-
-def record_to_prediction(rec: Mapping[str, Any]) -> Prediction:
-    """Inverse of `prediction_to_record` for the prediction fields."""
-    return Prediction(
-        text=rec.get("text"),
-        hits=tuple(Hit(int(s), int(e), float(sc)) for s, e, sc in rec.get("hits", [])),
-        status=rec.get("status", "ok"),
-        prompt_tokens=rec.get("prompt_tokens"),
-        completion_tokens=rec.get("completion_tokens"),
-        seconds=float(rec.get("seconds", 0.0)),
-        error=rec.get("error"),
-        data=rec.get("data"),
-    )
-
-
-def combine_parts(parts: list[Prediction]) -> Prediction:
-    """One prediction for a sample answered through several requests; its status is the worst part's."""
-    if len(parts) == 1:
-        return parts[0]
-    status = next((p.status for p in parts if p.status != "ok"), "ok")
-    return Prediction(
-        status=status,
-        prompt_tokens=sum(p.prompt_tokens or 0 for p in parts),
-        completion_tokens=sum(p.completion_tokens or 0 for p in parts),
-        seconds=sum(p.seconds for p in parts),
-        error=next((p.error for p in parts if p.error), None),
-        parts=tuple(parts),
-    )
-
-
-def quarantine_path_of(path: Path) -> Path:
-    """Where bad lines of `path` are moved: predictions.jsonl -> predictions.quarantine.jsonl."""
-    return path.with_name(f"{path.stem}.quarantine{path.suffix}")
-
-
-def record_check(rec: Mapping[str, Any]) -> str:
-    """The `check` of a record: 16 hex digits of the sha256 of its canonical JSON without the check itself."""
-    return sha256_json({k: v for k, v in rec.items() if k != CHECK_FIELD})[:16]
-
-
-def record_problem(rec: Any) -> str | None:
-    """Why a parsed line is not a usable prediction record, or None when it is."""
-    if not isinstance(rec, dict):
-        return f"not a JSON object but {type(rec).__name__}"
-    missing = [f for f in REQUIRED_FIELDS if f not in rec]
-    if missing:
-        return f"record lacks field(s) {', '.join(missing)}"
-    key = rec["key"]
-    if not isinstance(key, str) or not KEY_PATTERN.fullmatch(key):
-        return f"field 'key': expected 64 lowercase hex digits (sha256), got {_short(key)}"
-    for name in ("task", "sample_id"):
-        if not isinstance(rec[name], str) or not rec[name]:
-            return f"field {name!r}: expected a non-empty string, got {_short(rec[name])}"
-    for name in ("text", "error"):
-        if rec[name] is not None and not isinstance(rec[name], str):
-            return f"field {name!r}: expected a string or null, got {_short(rec[name])}"
-    if rec["status"] not in STATUSES:
-        return f"field 'status': expected one of {', '.join(STATUSES)}, got {_short(rec['status'])}"
-    for name in ("prompt_tokens", "completion_tokens"):
-        if rec[name] is not None and not _is_count(rec[name]):
-            return f"field {name!r}: expected a non-negative integer or null, got {_short(rec[name])}"
-    if not _is_number(rec["seconds"]) or rec["seconds"] < 0:
-        return f"field 'seconds': expected a non-negative number, got {_short(rec['seconds'])}"
-    if rec["data"] is not None and not isinstance(rec["data"], dict):
-        return f"field 'data': expected an object or null, got {_short(rec['data'])}"
-    if "part" in rec and not _is_count(rec["part"]):
-        return f"field 'part': expected a non-negative integer, got {_short(rec['part'])}"
-    hits = rec["hits"]
-    if not isinstance(hits, list):
-        return f"field 'hits': expected a list of [start, end, score], got {_short(hits)}"
-    for n, hit in enumerate(hits):
-        ok = (
-            isinstance(hit, list)
-            and len(hit) == 3
-            and _is_count(hit[0])
-            and _is_count(hit[1])
-            and hit[0] <= hit[1]
-            and _is_number(hit[2])
-        )
-        if not ok:
-            return f"field 'hits'[{n}]: expected [start, end, score] with 0 <= start <= end, got {_short(hit)}"
-    if CHECK_FIELD in rec and rec[CHECK_FIELD] != record_check(rec):
-        return "check does not match the record (it was altered after it was written)"
-    return None
-
-
-def _is_count(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool) and x >= 0
-
-
-def _is_number(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _short(x: Any) -> str:
-    text = json.dumps(x, ensure_ascii=False, default=repr)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
-def parse_line(raw: bytes) -> tuple[dict | None, str | None]:
-    """One line of predictions.jsonl as (record, None), or (None, why it is unusable)."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return None, f"not UTF-8 at byte {exc.start} (torn line)"
-    try:
-        rec = json.loads(text, parse_constant=_reject_constant)
-    except ValueError as exc:
-        if isinstance(exc, json.JSONDecodeError):
-            msg = exc.msg.removesuffix(" starting at")
-            return None, f"not valid JSON at column {exc.colno}: {msg[:1].lower()}{msg[1:]} (torn line?)"
-        return None, f"not valid JSON: {exc}"
-    problem = record_problem(rec)
-    return (None, problem) if problem else (rec, None)
-
-
-@dataclass(frozen=True)
-class BadLine:
-    """A line of predictions.jsonl that cannot be used: its 1-based number, exact bytes and the reason."""
-
-    lineno: int
-    raw: bytes
-    reason: str
-    sample_id: str | None = None
-
-
-def scan(data: bytes) -> tuple[list[tuple[bytes, dict]], list[BadLine]]:
-    """Split the bytes of a predictions file into usable (raw line, record) pairs and bad lines."""
-    good: list[tuple[bytes, dict]] = []
-    bad: list[BadLine] = []
-    lines = data.split(b"\n")
-    if lines and lines[-1] == b"":
-        lines.pop()
-    for lineno, raw in enumerate(lines, 1):
-        if not raw.strip():
-            continue
-        rec, reason = parse_line(raw)
-        if rec is not None:
-            good.append((raw, rec))
-        else:
-            bad.append(BadLine(lineno, raw, reason or "unusable", _sample_id_of(raw)))
-    return good, bad
-
-
-_SAMPLE_ID = re.compile(rb'"sample_id":\s*("(?:[^"\\]|\\.)*")')
-
-
-def _sample_id_of(raw: bytes) -> str | None:
-    """The sample id of a bad line where it can still be read (it comes early in every record)."""
-    match = _SAMPLE_ID.search(raw)
-    if match is None:
-        return None
-    try:
-        sid = json.loads(match.group(1).decode("utf-8"))
-    except ValueError:
-        return None
-    return sid if isinstance(sid, str) and sid else None
 
 
 @contextmanager

@@ -71,3 +71,8 @@ def test_validate_task_catches_nondeterminism_and_a_scorer_the_oracle_cannot_pas
     assert "FAIL deterministic" in capsys.readouterr().err
     assert main(["validate-task", "harsh", "--include-path", str(plugins)]) == 1
     assert "FAIL oracle scores 100%" in capsys.readouterr().err
+
+
+def test_readme_example_is_the_documented_example_file():
+    """The README's task and docs/examples/kv_lookup.py (shown in docs/plugins.md) never drift apart."""
+    assert _readme_example() == (REPO / "docs" / "examples" / "kv_lookup.py").read_text()
