@@ -564,7 +564,7 @@ def test_skip_cleared_by_a_later_score_and_kind_shown(tmp_path: Path) -> None:
 
 
 def test_committed_old_run_files_still_merge_and_render(tmp_path: Path) -> None:
-    runs = REPO / "leaderboards" / "runs"
+    runs = REPO / "tests" / "data" / "runs_before_coverage"
     old = tmp_path / "old" / "runs"
     old.mkdir(parents=True)
     shutil.copy(runs / "smollm2-135m__2026-11-29T22-39-51-00-00.json", old / "smollm2.json")

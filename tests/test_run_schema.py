@@ -12,7 +12,7 @@ from longctx_eval.errors import RunFileError
 from longctx_eval.results import Coverage, RunResult, Skipped, TaskResult, read_run, write_run
 
 REPO = Path(__file__).resolve().parents[1]
-COMMITTED_RUNS = sorted((REPO / "leaderboards" / "runs").glob("*.json"))
+COMMITTED_RUNS = sorted((REPO / "tests" / "data" / "runs_before_coverage").glob("*.json"))
 SCHEMA = json.loads((REPO / "leaderboards" / "schema.json").read_text())
 
 
