@@ -298,6 +298,10 @@ def print_summary(report: ScoreReport) -> None:
     for t in report.run.tasks:
         pooled = [r for r in t.results if r.length is None and r.depth is None]
         text = ", ".join(f"{r.metric}={r.value:.3f} [{r.ci95[0]:.2f}, {r.ci95[1]:.2f}]" for r in pooled)
+        if t.over_length and t.over_length == t.n_samples:
+            text = "n/a (over window): no sample fits the model's context window, nothing was scored"
+        elif t.over_length:
+            text += f" (over the lengths that fit: {', '.join(map(str, t.pooled_lengths or []))})"
         console.print(f"  {t.name} (n={t.n_samples}, over_length={t.over_length}): {text}", highlight=False)
     for s in report.run.skipped:
         console.print(f"  skipped {s.task}: {s.reason}", highlight=False)
