@@ -2,17 +2,11 @@
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.manifest import Manifest
-from longctx_eval.models.spec import ModelSpec
-
-
-def slug(name: str) -> str:
-    """A file-name-safe form of a model name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
+from longctx_eval.models.spec import ModelSpec, renamed, slug
 
 
 def run_dir_for(out: Path, spec: ModelSpec) -> Path:
@@ -36,7 +30,7 @@ def check_same_model(run_dir: Path, manifest: Manifest | None, spec: ModelSpec) 
         return  # a short name (smollm2-135m) and its expansion name the same model
     raise ConfigError(
         f"{run_dir} holds results of {held.spec!r}; {spec.raw!r} is another model. "
-        f"Give it its own name with ?name=..., e.g. {_suggest(spec)}, or another --out"
+        f"Give it its own name with ?name=..., e.g. {renamed(spec)!r}, or another --out"
     )
 
 
@@ -48,14 +42,9 @@ def check_same_identity(run_dir: Path, manifest: Manifest | None, identity_sha25
         raise ConfigError(
             f"{run_dir} holds results of {manifest.model.spec!r} with other weights or settings "
             f"(identity {manifest.model.identity_sha256[:12]}, now {identity_sha256[:12]}); "
-            f"give this one its own name, e.g. {_suggest(spec)}, or another --out"
+            f"give this one its own name, e.g. {renamed(spec)!r}, or another --out"
         )
 
 
 def _canonical(spec: ModelSpec) -> str:
     return f"{spec.kind}:{spec.target}" if spec.target else spec.kind
-
-
-def _suggest(spec: ModelSpec) -> str:
-    sep = "&" if "?" in spec.raw else "?"
-    return f"'{spec.raw}{sep}name={spec.name}-2'"

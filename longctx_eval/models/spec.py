@@ -110,9 +110,14 @@ def expand_models(arg: str) -> list[str]:
     return out
 
 
+def slug(name: str) -> str:
+    """The file-name-safe form of a model name: its run folder's name."""
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
+
+
 def _folder_key(name: str) -> str:
-    """What two names must not share: their file-name-safe form, case-folded (one run folder per model)."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_").casefold() or "model"
+    """What two names must not share: their folder name, case-folded (one run folder per model)."""
+    return slug(name).casefold()
 
 
 def check_distinct_names(specs: list[ModelSpec]) -> None:
@@ -123,7 +128,7 @@ def check_distinct_names(specs: list[ModelSpec]) -> None:
         if other.raw != spec.raw:
             raise ConfigError(
                 f"models {other.raw!r} and {spec.raw!r} would both be named {spec.name!r} (one run folder, one "
-                f"leaderboard row); name them apart with ?name=, e.g. {_with_name(spec, _suggest(spec))!r}"
+                f"leaderboard row); name them apart with ?name=, e.g. {renamed(spec)!r}"
             )
 
 
@@ -133,5 +138,6 @@ def _suggest(spec: ModelSpec) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", base).strip("-._")[:100] or "model-2"
 
 
-def _with_name(spec: ModelSpec, name: str) -> str:
-    return f"{spec.raw}{'&' if '?' in spec.raw else '?'}name={name}"
+def renamed(spec: ModelSpec) -> str:
+    """`spec` with a suggested ?name= that sets it apart (from the path's last two components)."""
+    return f"{spec.raw}{'&' if '?' in spec.raw else '?'}name={_suggest(spec)}"
