@@ -22,7 +22,7 @@ def _pkg_version(name: str) -> str | None:
 
 
 def suite_info() -> SuiteInfo:
-    """Suite version and the git commit of this checkout (with '-dirty' when it has local changes)."""
+    """Suite version and the git commit of this checkout ('-dirty' when files other than leaderboards/ changed)."""
     try:
         head = subprocess.run(
             ["git", "rev-parse", "HEAD"],
@@ -33,7 +33,8 @@ def suite_info() -> SuiteInfo:
             check=True,
         ).stdout.strip()
         dirty = subprocess.run(
-            ["git", "status", "--porcelain", "--untracked-files=no"],
+            # results written into the checkout (the leaderboard a run updates) do not make its code dirty
+            ["git", "status", "--porcelain", "--untracked-files=no", "--", ".", ":(exclude)leaderboards"],
             cwd=REPO_ROOT,
             capture_output=True,
             text=True,
