@@ -9,6 +9,7 @@ from transformers import AutoTokenizer
 from longctx_eval.capability import Capability
 from longctx_eval.cli import main
 from longctx_eval.hashing import sha256_json
+from longctx_eval.models.base import portable_identity
 from longctx_eval.models.loader import load_model
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.sample import Request
@@ -24,7 +25,9 @@ def test_adapter_records_metadata_and_measures_exact_prompt(tiny_llama_dir):
     meta = model.meta
     assert meta.kind == "hf" and meta.params and meta.params > 10_000 and len(meta.sha256) == 64
     assert meta.context_window == 400 and meta.dtype == "float32"
-    assert meta.capabilities == ["attention", "generate"] and meta.identity_sha256 == sha256_json(model.identity)
+    assert meta.capabilities == ["attention", "generate"] and meta.identity_sha256 == sha256_json(
+        portable_identity(meta)
+    )
     assert model.identity == {
         "name": tiny_llama_dir.name,
         "spec": f"hf:{tiny_llama_dir}?max_length=400",
@@ -95,3 +98,19 @@ def test_smollm2_batch_of_two_matches_one_by_one():
     single = _texts(model, prompts, 1, max_new_tokens=16)
     assert _texts(model, prompts, 2, max_new_tokens=16) == single
     assert all(text for text, _ in single)
+
+
+def test_identity_hash_names_the_weights_not_the_install_path(tmp_path, tiny_llama_dir):
+    """The same weights in two folders (another clone, another machine) are one model for the leaderboard."""
+    import shutil
+
+    from longctx_eval.models.loader import load_model
+    from longctx_eval.models.spec import parse_spec
+
+    copy = tmp_path / "elsewhere" / tiny_llama_dir.name
+    shutil.copytree(tiny_llama_dir, copy)
+    a, b = (load_model(parse_spec(f"hf:{d}")) for d in (tiny_llama_dir, copy))
+    assert a.identity != b.identity  # prediction keys keep the folder (existing predictions files resume)
+    assert a.meta.identity_sha256 == b.meta.identity_sha256
+    c = load_model(parse_spec(f"hf:{copy}?max_length=256"))  # another window: other results, another model
+    assert c.meta.identity_sha256 != a.meta.identity_sha256

@@ -24,9 +24,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     for path, reason in report.skipped:
         console.print(f"[red]skipped[/red] {path}: {reason}", highlight=False, soft_wrap=True)
     for note in report.notes:
-        console.print(
-            f"[yellow]note[/yellow] {note.model} {note.task or ''}: {note.reason}", highlight=False, soft_wrap=True
-        )
+        where = f"{note.model} {note.task}" if note.task else note.model
+        console.print(f"[yellow]note[/yellow] {where} ({note.run}): {note.reason}", highlight=False, soft_wrap=True)
     for path in report.removed:
         console.print(f"removed stale {path}", highlight=False)
     console.print(f"leaderboard: {report.entries} model(s) in {args.out / 'leaderboard.json'}", highlight=False)

@@ -21,6 +21,26 @@ def identity_of(meta: ModelMeta) -> dict[str, Any]:
     return {"name": meta.name, "spec": meta.spec, "revision": meta.revision, "sha256": meta.sha256, **meta.settings}
 
 
+def portable_identity(meta: ModelMeta) -> dict[str, Any]:
+    """What makes two runs the same model wherever it is installed: weights (or revision), tokenizer, settings.
+
+    Unlike `identity_of` (which keys predictions and keeps the spec and folder path, so existing
+    predictions.jsonl files resume), it leaves out names and install paths: a clone elsewhere, or another
+    virtualenv, is the same model; other weights, dtype, context window or settings are not.
+    """
+    ident = {
+        "kind": meta.kind,
+        "sha256": meta.sha256,
+        "tokenizer_sha256": meta.tokenizer_sha256,
+        "dtype": meta.dtype,
+        "context_window": meta.context_window,
+        **meta.settings,
+    }
+    if meta.sha256 is None:  # no weights hash (a hub id, an index): its revision names it
+        ident["revision"] = meta.revision
+    return ident
+
+
 def model_meta(spec: ModelSpec, tokenizer: Tokenizer, capabilities: Iterable[Capability], **fields: Any) -> ModelMeta:
     """The run-file record of a loaded model, its identity hash filled in."""
     meta = ModelMeta(
@@ -32,7 +52,7 @@ def model_meta(spec: ModelSpec, tokenizer: Tokenizer, capabilities: Iterable[Cap
         capabilities=sorted(str(c) for c in capabilities),
         **fields,
     )
-    return meta.model_copy(update={"identity_sha256": sha256_json(identity_of(meta))})
+    return meta.model_copy(update={"identity_sha256": sha256_json(portable_identity(meta))})
 
 
 class ModelAdapter:
