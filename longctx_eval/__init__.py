@@ -16,6 +16,8 @@ from longctx_eval.errors import (
 )
 from longctx_eval.hashing import sha256_json
 from longctx_eval.metrics.aggregate import Metric, custom, mean, rate, ratio
+from longctx_eval.metrics.contrast import Contrast, contrast
+from longctx_eval.metrics.curves import Curve, curve
 from longctx_eval.metrics.retrieval import first_covering_rank, recall_at
 from longctx_eval.metrics.text_match import contains_answer, is_empty, normalize
 from longctx_eval.provenance import __version__
@@ -27,6 +29,8 @@ __all__ = [
     "Capability",
     "TaskUnavailable",
     "ConfigError",
+    "Contrast",
+    "Curve",
     "DataError",
     "Encoded",
     "Hit",
@@ -47,6 +51,8 @@ __all__ = [
     "__version__",
     "any_of",
     "contains_answer",
+    "contrast",
+    "curve",
     "custom",
     "first_covering_rank",
     "gold_answer_oracle",

@@ -194,7 +194,7 @@ def _generate(
     is_over = [capability.windowed and not bound.fits(r, n) for _, r, n in measured]
     over = [m for m, o in zip(measured, is_over, strict=True) if o]
     warnings = _over_window_warning(name, adapter, samples, requests, over)
-    fits = sorted((m for m, o in zip(measured, is_over, strict=True) if not o), key=lambda m: (m[2], m[0], m[1].part))
+    fits = _serving_order([m for m, o in zip(measured, is_over, strict=True) if not o])
     batch_size = max(1, int(getattr(bound, "batch_size", 1) or 1))
     with progress_bar() as bar:
         job = bar.add_task(escape(f"{name} [{adapter.meta.name}]"), total=total, completed=total - len(todo))
@@ -211,6 +211,16 @@ def _generate(
                 _save(store, keys[i][r.part], info, samples[i], r, capability, replace(pred, prompt_tokens=n))
             bar.advance(job, len(batch))
     return warnings
+
+
+def _serving_order(measured: list[tuple[int, Request, int]]) -> list[tuple[int, Request, int]]:
+    """Requests grouped by context (several questions on one document run back to back, so an adapter can reuse
+    the shared prefix's KV cache), groups by their shortest prompt, then by length, sample and part."""
+    first: dict[str, tuple[int, int]] = {}
+    for i, r, n in measured:
+        held = first.get(r.context)
+        first[r.context] = (min(n, held[0]), min(i, held[1])) if held else (n, i)
+    return sorted(measured, key=lambda m: (*first[m[1].context], m[2], m[0], m[1].part))
 
 
 def _serve(adapter: ModelAdapter, capability: Capability, batch: list[Request]) -> list[Prediction]:

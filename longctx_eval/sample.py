@@ -43,6 +43,9 @@ class Request:
     """Task-specific structured input (e.g. tokens and gold mentions for a coreference system)."""
     part: int = 0
     """Index of this request among its sample's requests (set by the runner)."""
+    answer_prefix: str = ""
+    """Text the reply starts with (e.g. "The special magic number for X is"): generators render it after the
+    chat template's generation prompt and continue from it; `Prediction.text` is the continuation only."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,8 @@ from typing import Any
 from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError, TaskDefinitionError, did_you_mean
 from longctx_eval.metrics.aggregate import Metric
+from longctx_eval.metrics.contrast import Contrast
+from longctx_eval.metrics.curves import Curve
 from longctx_eval.sample import Hit, Prediction, Request, Sample, Score
 
 
@@ -58,6 +60,12 @@ class Task:
     oracle: Callable[[Sample], Prediction] = gold_answer_oracle
     primary: Mapping[str, str] = field(default_factory=dict)
     """The headline metric per capability (e.g. {"retrieve": "recall@1"}); the first metric otherwise."""
+    slices: Sequence[str] = ()
+    """Sample metadata keys (e.g. "hops", "distance_bucket"): every metric is also reported per value of each."""
+    curves: Sequence[Curve] = ()
+    """Curves over score fields (e.g. Recall@K for K = 1..100), reported per length and pooled."""
+    contrasts: Sequence[Contrast] = ()
+    """Differences of one metric between two slices (e.g. same- minus cross-paragraph recall), with CIs."""
 
     def primary_metric(self, capability: str | None = None) -> Metric:
         """The metric leaderboards show for a run through `capability`."""
