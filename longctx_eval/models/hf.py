@@ -73,7 +73,7 @@ class HFCausalLM(ModelAdapter):
             settings={"decoding": "greedy", "chat": self.use_chat, **probe_settings},
         )
         super().__init__(meta, tok)
-        self._rendered: dict[str, list[int]] = {}
+        self._rendered: dict[tuple[str, str], list[int]] = {}
 
     def _eos_ids(self) -> list[int]:
         ids = self.model.generation_config.eos_token_id
@@ -83,18 +83,20 @@ class HFCausalLM(ModelAdapter):
 
     def render(self, request: Request) -> list[int]:
         """The exact token ids sent for `request` (chat template applied when the model has one)."""
-        cached = self._rendered.get(request.prompt)
+        key = (request.prompt, request.answer_prefix)
+        cached = self._rendered.get(key)
         if cached is not None:
             return cached
         if self.use_chat:
             messages = [{"role": "user", "content": request.prompt}]
             text = self.hf_tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            ids = self.hf_tok(text, add_special_tokens=False)["input_ids"]
+            ids = self.hf_tok(text + request.answer_prefix, add_special_tokens=False)["input_ids"]
         else:
-            ids = self.hf_tok(request.prompt, add_special_tokens=True)["input_ids"]
+            prompt = request.prompt + ("\n" + request.answer_prefix if request.answer_prefix else "")
+            ids = self.hf_tok(prompt, add_special_tokens=True)["input_ids"]
         if len(self._rendered) >= RENDER_CACHE:
             self._rendered.pop(next(iter(self._rendered)))
-        self._rendered[request.prompt] = ids
+        self._rendered[key] = ids
         return ids
 
     def prompt_tokens(self, request: Request) -> int:
