@@ -79,6 +79,8 @@ class Score:
     """Named per-sample values (e.g. score, empty, recall@5); a metric reduces one name over samples."""
 
     values: Mapping[str, float]
+    parsed: str | None = None
+    """The answer as the scorer read it (e.g. the first number in the reply), kept beside the raw text."""
 
     def __getitem__(self, key: str) -> float:
         return self.values[key]
