@@ -1,4 +1,4 @@
-"""`longctx-eval leaderboard`: merge run files into leaderboard.json, LEADERBOARD.md and heatmaps."""
+"""`longctx-eval leaderboard`: merge run files into leaderboard.json, LEADERBOARD.md, heatmaps and line plots."""
 
 from __future__ import annotations
 
@@ -18,6 +18,7 @@ from longctx_eval.io import atomic_write_bytes, atomic_write_text
 from longctx_eval.leaderboard_merge import MergeNote, check_times, merge_board, parse_time
 from longctx_eval.leaderboard_merge import merge_runs as merge_runs  # re-exported
 from longctx_eval.leaderboard_render import render_markdown
+from longctx_eval.line_plots import write_line_plots
 from longctx_eval.plots import remove_stale_plots, write_task_plots
 from longctx_eval.results import RunResult, json_schema, non_finite_path, one_line, read_run
 
@@ -167,8 +168,14 @@ def update_leaderboard(inputs: Sequence[Path], out_dir: Path, *, now: datetime |
     report.notes = notes
 
     plots = write_task_plots(entries, out_dir / PLOTS_DIR)
-    report.written += plots.values()
-    links = {task: path.relative_to(out_dir).as_posix() for task, path in plots.items()}
+    lines = write_line_plots(entries, out_dir / PLOTS_DIR)
+    report.written += [*plots.values(), *(p for paths in lines.values() for p in paths)]
+    links = {
+        task: [
+            p.relative_to(out_dir).as_posix() for p in [*([plots[task]] if task in plots else []), *lines.get(task, [])]
+        ]
+        for task in sorted({*plots, *lines})
+    }
     markdown_path = out_dir / MARKDOWN_FILE
     run_links = {
         e.model.name: f"{RUNS_DIR}/{run_copy_name(e)}"
@@ -178,7 +185,8 @@ def update_leaderboard(inputs: Sequence[Path], out_dir: Path, *, now: datetime |
     atomic_write_text(markdown_path, render_markdown(entries, updated, links, run_links, notes))
     report.written.append(markdown_path)
     # Only after the new plots and the page that links them are in place.
-    report.removed = remove_stale_plots(out_dir / PLOTS_DIR, set(plots.values()), _task_keys(pool))
+    keep = {*plots.values(), *(p for paths in lines.values() for p in paths)}
+    report.removed = remove_stale_plots(out_dir / PLOTS_DIR, keep, _task_keys(pool))
     return report
 
 

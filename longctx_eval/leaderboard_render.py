@@ -7,12 +7,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
+from longctx_eval.leaderboard_breakdowns import (
+    KINDS,
+    contrast_section,
+    effective_cells,
+    effective_kinds,
+    effective_note,
+    slice_sections,
+)
+from longctx_eval.result_text import DASH, format_cell, length_label
+from longctx_eval.result_text import md_escape as _escape
 from longctx_eval.results import Coverage, MetricResult, RunResult, TaskResult, strata_coverage
 
 if TYPE_CHECKING:
     from longctx_eval.leaderboard_merge import MergeNote
-
-DASH = "—"
 
 
 def task_names(entries: Sequence[RunResult]) -> list[str]:
@@ -183,29 +191,6 @@ def ranking_rule(task: str, entries: Sequence[RunResult], metric: str) -> str:
     return f"Sorted by the pooled `{metric}` (**all**), best first: no length is shared by every model."
 
 
-def length_label(length: int | None) -> str:
-    """'4K' for multiples of 1024 tokens, else the plain number; None is 'all'."""
-    if length is None:
-        return "all"
-    return f"{length // 1024}K" if length % 1024 == 0 else str(length)
-
-
-def format_number(value: float, unit_interval: bool) -> str:
-    """Two decimals for 0-1 metrics; otherwise whole numbers from 100 up, three significant digits below."""
-    if unit_interval:
-        return f"{value:.2f}"
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
-
-
-def format_cell(row: MetricResult | None) -> str:
-    """'0.80 [0.60, 0.95] n=20', or a dash when the stratum was not reported."""
-    if row is None:
-        return DASH
-    unit = all(0.0 <= v <= 1.0 for v in (row.value, *row.ci95))
-    lo, hi = (format_number(v, unit) for v in row.ci95)
-    return f"{format_number(row.value, unit)} [{lo}, {hi}] n={row.n}"
-
-
 def format_params(params: int | None) -> str:
     """134515008 -> '134.5M'."""
     if params is None:
@@ -243,14 +228,14 @@ MERGE_RULE = (
 def render_markdown(
     entries: Sequence[RunResult],
     updated: str,
-    plots: Mapping[str, str],
+    plots: Mapping[str, str | Sequence[str]],
     run_links: Mapping[str, str] | None = None,
     notes: Sequence[MergeNote] = (),
 ) -> str:
     """LEADERBOARD.md: per task a model x length table, then notes, skipped tasks and model metadata.
 
-    `plots` maps task -> relative PNG path; `run_links` maps model name -> relative run-file path; `notes`
-    are the merge's not-shown and replaced results.
+    `plots` maps task -> relative PNG path(s), the heatmap first; `run_links` maps model name -> relative
+    run-file path; `notes` are the merge's not-shown and replaced results.
     """
     tasks = task_names(entries)
     lines = [
@@ -296,16 +281,13 @@ def _rows(task: str, entries: Sequence[RunResult], metric: str) -> list[MetricRe
     return [r for e in entries if (t := task_of(e, task)) is not None for r in t.results if r.metric == metric]
 
 
-def _escape(text: str) -> str:
-    # Pipes and newlines would break a table row.
-    return " ".join(text.split()).replace("|", "\\|")
-
-
 def _lengths_text(values: Sequence[int]) -> str:
     return ", ".join(length_label(n) for n in values) if values else "no length"
 
 
-def _task_section(task: str, entries: Sequence[RunResult], plot: str | None, notes: Sequence[MergeNote]) -> list[str]:
+def _task_section(
+    task: str, entries: Sequence[RunResult], plots: str | Sequence[str] | None, notes: Sequence[MergeNote]
+) -> list[str]:
     metric = primary_metric(task, entries)
     if metric is None:
         lines = [f"## {_escape(task)}", "", "No results reported."]
@@ -314,6 +296,8 @@ def _task_section(task: str, entries: Sequence[RunResult], plot: str | None, not
     version = f" (v{versions[0]})" if len(versions) == 1 else ""
     cols: list[int | None] = [*lengths(task, entries, metric, with_depth=False), None]
     models = ranked(task, entries, metric)
+    board = [(e.model.name, t) for e in models if (t := task_of(e, task)) is not None]
+    kinds = effective_kinds(board, metric)
     pooled = [pooled_lengths_of(t) for e in models if (t := task_of(e, task)) is not None]
     common = pooled[0] if pooled and all(p is not None and p == pooled[0] for p in pooled) else None
     all_label = f"all ({_lengths_text(common)})" if common is not None else "all"
@@ -324,6 +308,7 @@ def _task_section(task: str, entries: Sequence[RunResult], plot: str | None, not
         "",
     ]
     head = ["model", *([] if version else ["version"]), *(length_label(c) for c in cols[:-1]), all_label]
+    head += [KINDS[k] for k in kinds]
     lines += ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
     counts = []
     for entry in models:
@@ -336,6 +321,7 @@ def _task_section(task: str, entries: Sequence[RunResult], plot: str | None, not
         if common is None and own is not None and cell(result, metric, None, None).state == "value":
             all_cell += f" over {_lengths_text(own)}"
         cells.append(all_cell)
+        cells += effective_cells(result, board, metric, kinds)
         lines.append("| " + " | ".join(cells) + " |")
         if result.over_length or result.errors:
             counts.append(
@@ -344,10 +330,17 @@ def _task_section(task: str, entries: Sequence[RunResult], plot: str | None, not
             )
     if counts:
         lines += ["", "Over-length and failed samples: " + "; ".join(counts) + "."]
+    lines += effective_note(board, metric, kinds) + slice_sections(board, metric) + contrast_section(board)
     lines += _warnings(task, entries) + _note_lines(notes)
-    if plot:
-        lines += ["", f"![{_escape(task)} heatmap]({plot})"]
+    for path in [plots] if isinstance(plots, str) else plots or []:
+        lines += ["", f"![{_escape(task)} {_plot_kind(path)}]({path})"]
     return lines
+
+
+def _plot_kind(path: str) -> str:
+    """'heatmap' for a task's main plot 'task.png', else what follows the task in 'task.KIND.png'."""
+    name = path.rsplit("/", 1)[-1].removesuffix(".png")
+    return name.split(".", 1)[1].replace("-", " ").replace("_", " ") if "." in name else "heatmap"
 
 
 def _warnings(task: str, entries: Sequence[RunResult]) -> list[str]:

@@ -23,9 +23,7 @@ from longctx_eval.leaderboard_render import (
     Cell,
     cell,
     depths,
-    format_number,
     has_depth,
-    length_label,
     lengths,
     lookup,
     primary_metric,
@@ -33,6 +31,7 @@ from longctx_eval.leaderboard_render import (
     task_names,
     task_of,
 )
+from longctx_eval.result_text import format_number, length_label
 from longctx_eval.results import RunResult, TaskResult
 
 CMAP = "viridis"
@@ -87,11 +86,15 @@ def write_task_plots(entries: Sequence[RunResult], plots_dir: Path) -> dict[str,
 def remove_stale_plots(plots_dir: Path, keep: Iterable[Path], tasks: Iterable[tuple[str, str]]) -> list[Path]:
     """Delete PNGs in `plots_dir` named as a plot of one of `tasks` (name, capability) but not in `keep`.
 
-    Both 'name.png' and 'name-capability.png' are this module's naming for a task; any other file (another
-    name, a temp file, a folder, a link) is left alone. Each unlink is atomic. Returns the removed paths.
+    'name.png' and 'name-capability.png' are this module's naming for a task's heatmap, 'name.WHAT.png' and
+    'name-capability.WHAT.png' for its line plots (task names hold no '.'); any other file (another name, a
+    temp file, a folder, a link) is left alone. Each unlink is atomic. Returns the removed paths.
     """
-    names = {plot_filename(n) for name, cap in tasks for n in (name, f"{name} ({cap})")}
+    stems = {plot_filename(n).removesuffix(".png") for name, cap in tasks for n in (name, f"{name} ({cap})")}
     kept = {Path(p).name for p in keep}
+    names = {f"{stem}.png" for stem in stems}
+    if plots_dir.is_dir():
+        names |= {p.name for p in plots_dir.glob("*.*.png") if p.name.split(".", 1)[0] in stems}
     removed = []
     for name in sorted(names - kept):
         path = plots_dir / name

@@ -11,7 +11,7 @@ import json
 import math
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -20,6 +20,8 @@ from longctx_eval.io import atomic_write_text
 
 SCHEMA_VERSION = 1
 SKIP_KINDS = ("missing_data", "capability", "over_window", "error")
+SliceValue = bool | int | float | str
+"""A sample-metadata value results are sliced by (bucketed: a hop count, a distance bucket, a flag)."""
 
 
 class _Strict(BaseModel):
@@ -62,12 +64,78 @@ class MetricResult(_Strict):
     value: float
     n: int = Field(ge=0)
     ci95: tuple[float, float] = Field(description="95% percentile-bootstrap interval")
+    slice: dict[str, SliceValue] | None = Field(
+        default=None,
+        description="in a task's `slices` only: the one metadata key and value these samples share (depth pooled)",
+    )
 
 
 class Throughput(_Strict):
     samples_per_s: float
     prompt_tokens_per_s: float
     seconds: float = Field(description="model time summed over this task's predictions")
+    output_tokens_per_s: float | None = Field(
+        default=None, description="generated (completion) tokens per second; null when no prediction counted any"
+    )
+
+
+class CurvePoint(_Strict):
+    x: float
+    value: float = Field(description="mean of the point's score field over the samples carrying it")
+    n: int = Field(ge=0)
+    ci95: tuple[float, float] = Field(description="95% percentile-bootstrap interval")
+
+
+class CurveResult(_Strict):
+    """A task's declared curve (e.g. Recall@K for K = 1..100) at one length, or pooled over lengths."""
+
+    name: str
+    length: int | None = Field(description="target context tokens; null = all evaluated lengths pooled")
+    x_label: str
+    y_label: str
+    points: list[CurvePoint]
+
+
+class ContrastResult(_Strict):
+    """A metric on the samples with metadata key == a minus the same on key == b, with a bootstrap interval."""
+
+    name: str
+    metric: str
+    key: str
+    a: SliceValue
+    b: SliceValue
+    length: int | None = Field(description="target context tokens; null = all evaluated lengths pooled")
+    value_a: float
+    n_a: int = Field(ge=1)
+    value_b: float
+    n_b: int = Field(ge=1)
+    difference: float = Field(description="value_a - value_b")
+    ci95: tuple[float, float] = Field(description="95% interval, each side resampled on its own")
+
+
+class EffectiveLength(_Strict):
+    """The longest evaluated length up to which the primary metric stays at or above a threshold everywhere.
+
+    `value` 0 means the metric was below the threshold already at the shortest evaluated length.
+    """
+
+    kind: Literal["absolute", "relative"]
+    metric: str
+    threshold: float = Field(description="the score the metric had to reach at every length up to `value`")
+    fraction: float | None = Field(
+        default=None, description="relative only: threshold = fraction x the score at the shortest length"
+    )
+    base_length: int | None = Field(default=None, description="relative only: the shortest evaluated length")
+    base_value: float | None = Field(default=None, description="relative only: the metric at base_length")
+    value: int = Field(ge=0, description="effective length in tokens; 0 = below the threshold at the shortest length")
+    ci95: tuple[int, int] = Field(description="2.5 and 97.5 percentiles over bootstrap replicates (lengths)")
+    lengths: list[int] = Field(description="the evaluated lengths the definition ran over")
+    limited_by_window: bool = Field(
+        description="the metric held at every evaluated length but longer planned lengths were over the window"
+    )
+    over_window_lengths: list[int] = Field(
+        default_factory=list, description="planned lengths none of whose samples fit the model's window"
+    )
 
 
 class Coverage(_Strict):
@@ -112,6 +180,25 @@ class TaskResult(_Strict):
         default=None, description="lengths the pooled rows (length null) pool: those with evaluated samples"
     )
     warnings: list[str] = Field(default_factory=list, description="problems found while scoring, one line each")
+    slices: list[MetricResult] = Field(
+        default_factory=list,
+        description="each task metric per value of each of the task's slice keys, per length and pooled",
+    )
+    curves: list[CurveResult] = Field(default_factory=list, description="the task's curves, per length and pooled")
+    contrasts: list[ContrastResult] = Field(
+        default_factory=list, description="the task's contrasts, per length and pooled"
+    )
+    effective_length: list[EffectiveLength] = Field(
+        default_factory=list, description="absolute and relative effective length of the primary metric"
+    )
+
+    @model_validator(mode="after")
+    def _slices_apart(self) -> TaskResult:
+        if any(r.slice is not None for r in self.results):
+            raise ValueError("a row of `results` has a slice; sliced rows belong in `slices`")
+        if any(r.slice is None or len(r.slice) != 1 for r in self.slices):
+            raise ValueError("every row of `slices` needs a slice of exactly one key")
+        return self
 
 
 class Skipped(_Strict):

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from longctx_eval.errors import ConfigError
+from longctx_eval.metrics.effective_length import EffectiveLengthConfig
 from longctx_eval.task import TaskInfo
 
 
@@ -36,6 +37,8 @@ class RunConfig:
     out: Path
     include_paths: tuple[str, ...] = ()
     strict: bool = False
+    effective: EffectiveLengthConfig = field(default_factory=EffectiveLengthConfig)
+    """Effective-length thresholds the run's scoring uses (`--effective-threshold`, `--effective-relative`)."""
 
 
 def parse_task_args(items: Sequence[str]) -> dict[str, dict[str, str]]:

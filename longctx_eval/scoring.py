@@ -10,22 +10,40 @@ import contextlib
 import hashlib
 import inspect
 import json
-import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import numpy as np
 
 from longctx_eval.discovery import discover
 from longctx_eval.errors import LongctxError, RunFileError
 from longctx_eval.hashing import sha256_json, sha256_text
 from longctx_eval.manifest import Manifest, TaskEntry, read_manifest
 from longctx_eval.metrics.aggregate import Metric, rate
+from longctx_eval.metrics.contrast_values import contrast_results
+from longctx_eval.metrics.curve_points import curve_results
+from longctx_eval.metrics.effective_length import EffectiveLengthConfig, effective_lengths
+from longctx_eval.metrics.metric_rows import metric_row
+from longctx_eval.metrics.slicing import evaluated, length_of, slice_rows
 from longctx_eval.predictions import PredictionStore, combine_parts, record_to_prediction
 from longctx_eval.progress import console
-from longctx_eval.results import Coverage, MetricResult, RunResult, Skipped, TaskResult, Throughput, read_run, write_run
+from longctx_eval.result_text import contrast_sentence, effective_sentence
+from longctx_eval.results import (
+    Coverage,
+    EffectiveLength,
+    MetricResult,
+    RunResult,
+    Skipped,
+    TaskResult,
+    Throughput,
+    read_run,
+    write_run,
+)
 from longctx_eval.sample import Prediction, Sample, Score
 from longctx_eval.sampling import stratum_of
+from longctx_eval.score_records import score_record, scores_path, write_scores
 from longctx_eval.task import Task, TaskInfo
 
 STANDARD_METRICS = (rate("over_length"), rate("error"))
@@ -42,8 +60,15 @@ class ScoreReport:
     warnings: list[str] = field(default_factory=list)
 
 
-def score_run_dir(run_dir: Path, include_paths: Sequence[str] = ()) -> ScoreReport:
-    """Recompute every task's metrics in a run folder and write RUN_DIR/run.json atomically."""
+def score_run_dir(
+    run_dir: Path, include_paths: Sequence[str] = (), effective: EffectiveLengthConfig | None = None
+) -> ScoreReport:
+    """Recompute every task's metrics in a run folder and write RUN_DIR/run.json atomically.
+
+    Also writes each task's per-sample RUN_DIR/scores/<task>.jsonl; `effective` sets the effective-length
+    thresholds (defaults: 0.856 absolute, 0.85 relative).
+    """
+    effective = effective or EffectiveLengthConfig()
     manifest = read_manifest(run_dir)
     if manifest is None:
         raise RunFileError(f"{run_dir / 'manifest.json'} is missing: nothing was run here; run `longctx-eval run`")
@@ -58,7 +83,7 @@ def score_run_dir(run_dir: Path, include_paths: Sequence[str] = ()) -> ScoreRepo
         try:
             if entry.name not in registry:
                 raise RunFileError(f"task {entry.name!r} is not discoverable; pass its --include-path")
-            result = _score_task(run_dir, manifest, entry, registry.get(entry.name), store)
+            result = _score_task(run_dir, manifest, entry, registry.get(entry.name), store, effective)
             held = previous.get(entry.name)
             if held is not None and held.scorer_sha256 not in (None, result.scorer_sha256):
                 report_warnings.append(
@@ -149,16 +174,22 @@ def _load_samples(path: Path) -> list[tuple[Sample, list[str]]]:
 def score_one(scorer: Callable[[Sample, Prediction], Score], sample: Sample, pred: Prediction) -> Score:
     """The task's score plus the standard over_length and error flags every task reports."""
     try:
-        values = dict(scorer(sample, pred).values)
+        score = scorer(sample, pred)
+        values = dict(score.values)
     except Exception as exc:  # a plugin's bug is named with its sample, never a raw traceback
         raise RunFileError(f"scorer failed on sample {sample.id!r}: {type(exc).__name__}: {exc}") from exc
     values["over_length"] = float(pred.status == "over_length")
     values["error"] = float(pred.status == "error")
-    return Score(values)
+    return Score(values, parsed=score.parsed)
 
 
 def _score_task(
-    run_dir: Path, manifest: Manifest, entry: TaskEntry, info: TaskInfo, store: PredictionStore
+    run_dir: Path,
+    manifest: Manifest,
+    entry: TaskEntry,
+    info: TaskInfo,
+    store: PredictionStore,
+    effective: EffectiveLengthConfig,
 ) -> TaskResult:
     """One task's TaskResult from its samples file and predictions, checked to belong to its manifest entry."""
     if entry.status != "generated":
@@ -185,12 +216,16 @@ def _score_task(
             f"lacks {len(missing)} prediction(s) (first: {missing[0]}); re-run the same command to resume"
         )
     task = info.build(entry.args, lengths=entry.lengths, seed=entry.seed, tokenizer=None)
-    scored, seconds, tokens = [], 0.0, 0
+    scored, records, seconds, tokens, completions = [], [], 0.0, 0, None
     for sample, keys in pairs:
         pred = combine_parts([record_to_prediction(store.records[k]) for k in keys])
-        scored.append((sample, score_one(task.scorer, sample, pred)))
+        score = score_one(task.scorer, sample, pred)
+        scored.append((sample, score))
+        records.append(score_record(sample, pred, score))
         seconds += pred.seconds
         tokens += pred.prompt_tokens or 0
+        if pred.completion_tokens is not None:
+            completions = (completions or 0) + pred.completion_tokens
     primary = task.primary_metric(entry.capability)
     metrics = [primary, *(m for m in task.metrics if m is not primary)]  # the headline metric leads the rows
     warnings = list(entry.warnings)
@@ -198,9 +233,12 @@ def _score_task(
         text = f"the scorer never produced the primary metric {primary.name!r} (fields {list(primary.fields)})"
         console.print(f"[yellow]warning[/yellow] {entry.name}: {text}", highlight=False)
         warnings.append(text)
-    evaluated = [(s, sc) for s, sc in scored if not sc["over_length"]]
-    n_ok = sum(1 for _, sc in evaluated if not sc["error"])
-    return TaskResult(
+    fitting = evaluated(scored)
+    n_ok = sum(1 for _, sc in fitting if not sc["error"])
+    covered = coverage(scored, entry.planned)
+    sliced, slice_warnings = slice_rows(scored, metrics, task.slices)
+    warnings += slice_warnings
+    result = TaskResult(
         name=entry.name,
         version=entry.version,
         capability=entry.capability,
@@ -213,6 +251,7 @@ def _score_task(
             samples_per_s=n_ok / seconds if seconds else 0.0,
             prompt_tokens_per_s=tokens / seconds if seconds else 0.0,
             seconds=round(seconds, 3),
+            output_tokens_per_s=completions / seconds if completions is not None and seconds else None,
         ),
         args=entry.args,
         lengths=entry.lengths,
@@ -221,10 +260,28 @@ def _score_task(
         config_hash=entry.config_hash(manifest.identity),
         started=entry.started,
         scorer_sha256=scorer_sha256(info, task),
-        coverage=coverage(scored, entry.planned),
-        pooled_lengths=sorted({stratum_of(s)[0] for s, _ in evaluated}),
+        coverage=covered,
+        pooled_lengths=sorted({length_of(s) for s, _ in fitting}),
         warnings=warnings,
+        slices=sliced,
+        curves=curve_results(scored, task.curves),
+        contrasts=contrast_results(scored, task.contrasts, {m.name: m for m in task.metrics}),
+        effective_length=_effective(scored, primary, effective, covered),
     )
+    write_scores(scores_path(run_dir, entry.name), records)
+    return result
+
+
+def _effective(
+    scored: list[tuple[Sample, Score]], primary: Metric, config: EffectiveLengthConfig, covered: list[Coverage]
+) -> list[EffectiveLength]:
+    """Effective lengths of the primary metric over the samples that fit the window, per length."""
+    per_length: dict[int, list[list[float]]] = defaultdict(list)
+    for sample, score in evaluated(scored):
+        if all(f in score.values for f in primary.fields):
+            per_length[length_of(sample)].append([score.values[f] for f in primary.fields])
+    arrays = {n: np.asarray(rows, dtype=np.float64) for n, rows in per_length.items()}
+    return effective_lengths(arrays, primary, config, covered)
 
 
 def coverage(scored: list[tuple[Sample, Score]], planned: list[tuple[int, float | None, int]]) -> list[Coverage]:
@@ -269,22 +326,9 @@ def grouped_results(scored: list[tuple[Sample, Score]], metrics: list[Metric]) -
     for (length, depth), scores in sorted(groups.items(), key=_group_order):
         for m in metrics:
             pool = scores if OVER_ALL.issuperset(m.fields) else [s for s in scores if not s.values.get("over_length")]
-            vals = [[s.values[f] for f in m.fields] for s in pool if all(f in s.values for f in m.fields)]
-            if not vals:
-                continue  # a metric absent from every sample of a group is omitted, never filled with a sentinel
-            value, ci = m.compute(vals)
-            if not all(math.isfinite(v) for v in (value, *ci)):
-                continue  # e.g. a perplexity over zero tokens: no number rather than a NaN in the run file
-            rows.append(
-                MetricResult(
-                    metric=m.name,
-                    length=length,
-                    depth=depth,
-                    value=round(value, 6),
-                    n=len(vals),
-                    ci95=(round(ci[0], 6), round(ci[1], 6)),
-                )
-            )
+            row = metric_row(m, pool, length, depth)
+            if row is not None:
+                rows.append(row)
     return rows
 
 
@@ -294,7 +338,8 @@ def _group_order(item: tuple[tuple[int | None, float | None], list[Score]]) -> t
 
 
 def print_summary(report: ScoreReport) -> None:
-    """The pooled metrics of each task, then skips, warnings and errors, one line each."""
+    """The pooled metrics of each task, its effective lengths and pooled contrasts, then skips, warnings and
+    errors, one line each."""
     for t in report.run.tasks:
         pooled = [r for r in t.results if r.length is None and r.depth is None]
         text = ", ".join(f"{r.metric}={r.value:.3f} [{r.ci95[0]:.2f}, {r.ci95[1]:.2f}]" for r in pooled)
@@ -303,6 +348,11 @@ def print_summary(report: ScoreReport) -> None:
         elif t.over_length:
             text += f" (over the lengths that fit: {', '.join(map(str, t.pooled_lengths or []))})"
         console.print(f"  {t.name} (n={t.n_samples}, over_length={t.over_length}): {text}", highlight=False)
+        for e in t.effective_length:
+            console.print(f"  {t.name} {effective_sentence(e)}", highlight=False)
+        for c in t.contrasts:
+            if c.length is None:
+                console.print(f"  {t.name} contrast {contrast_sentence(c)}", highlight=False)
     for s in report.run.skipped:
         console.print(f"  skipped {s.task}: {s.reason}", highlight=False)
     for w in report.warnings:

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from longctx_eval.cli import add_include_path
+from longctx_eval.cli.effective_flags import add_effective_flags, effective_config
 from longctx_eval.discovery import discover, in_tree_tasks, select
 from longctx_eval.errors import ConfigError
 from longctx_eval.io import ensure_dir
@@ -42,6 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--strict", action="store_true", help="a skipped task is an error (exit status 1)")
     run.add_argument("--suite", default=None, help="a suite name or .toml file; default when no --model/--tasks")
     add_include_path(run)
+    add_effective_flags(run)
     run.set_defaults(func=cmd_run)
 
 
@@ -89,7 +91,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     from longctx_eval.runner import run_models
 
     include = tuple(str(Path(p).resolve()) for p in args.include_path)
-    config = RunConfig(seed=args.seed, out=ensure_dir(args.out), include_paths=include, strict=args.strict)
+    effective = effective_config(args)
+    config = RunConfig(
+        seed=args.seed, out=ensure_dir(args.out), include_paths=include, strict=args.strict, effective=effective
+    )
     plans = plans_of(args, discover(include))
     if args.no_resume:
         for spec, _ in plans:

@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from longctx_eval.cli import add_include_path
+from longctx_eval.cli.effective_flags import add_effective_flags, effective_config
 from longctx_eval.progress import console
 
 
@@ -14,6 +15,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("score", help="recompute all metrics of RUN_DIR from its saved predictions")
     p.add_argument("run_dir", type=Path)
     add_include_path(p)
+    add_effective_flags(p)
     p.set_defaults(func=cmd_score)
 
 
@@ -22,8 +24,10 @@ def cmd_score(args: argparse.Namespace) -> int:
     from longctx_eval.run_lock import RunLock
     from longctx_eval.scoring import print_summary, score_run_dir
 
+    effective = effective_config(args)
     with RunLock(args.run_dir):
-        report = score_run_dir(args.run_dir, include_paths=[str(Path(p).resolve()) for p in args.include_path])
+        include = [str(Path(p).resolve()) for p in args.include_path]
+        report = score_run_dir(args.run_dir, include_paths=include, effective=effective)
     console.print(f"wrote {args.run_dir / 'run.json'}", highlight=False)
     print_summary(report)
     return 2 if report.errors else 0

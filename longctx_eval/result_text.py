@@ -1,0 +1,94 @@
+"""Short texts of results (cells, lengths, effective lengths, contrasts) shared by the run summary, the plots
+and LEADERBOARD.md."""
+
+from __future__ import annotations
+
+from longctx_eval.results import ContrastResult, EffectiveLength, MetricResult
+
+DASH = "—"
+
+
+def md_escape(text: str) -> str:
+    """Text safe in a Markdown table cell: pipes escaped, newlines and runs of blanks made one space."""
+    return " ".join(text.split()).replace("|", "\\|")
+
+
+def format_number(value: float, unit_interval: bool) -> str:
+    """Two decimals for 0-1 metrics; otherwise whole numbers from 100 up, three significant digits below."""
+    if unit_interval:
+        return f"{value:.2f}"
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
+
+
+def format_cell(row: MetricResult | None) -> str:
+    """'0.80 [0.60, 0.95] n=20', or a dash when the stratum was not reported."""
+    if row is None:
+        return DASH
+    unit = all(0.0 <= v <= 1.0 for v in (row.value, *row.ci95))
+    lo, hi = (format_number(v, unit) for v in row.ci95)
+    return f"{format_number(row.value, unit)} [{lo}, {hi}] n={row.n}"
+
+
+def length_label(length: int | None) -> str:
+    """'4K' for multiples of 1024 tokens, else the plain number; None is 'all'."""
+    if length is None:
+        return "all"
+    return f"{length // 1024}K" if length % 1024 == 0 else str(length)
+
+
+def effective_label(value: int, lengths: list[int]) -> str:
+    """An effective length: '4K', or '<1K' for 0 (below the threshold already at the shortest length)."""
+    if value == 0:
+        return f"<{length_label(min(lengths))}" if lengths else "0"
+    return length_label(value)
+
+
+def format_effective(e: EffectiveLength) -> str:
+    """'4K [2K, 8K]', with ' (window)' when the model's window, not its score, ended the measurement."""
+    lo, hi = (effective_label(v, e.lengths) for v in e.ci95)
+    text = f"{effective_label(e.value, e.lengths)} [{lo}, {hi}]"
+    return text + (" (window)" if e.limited_by_window else "")
+
+
+def effective_rule(e: EffectiveLength) -> str:
+    """What the threshold was: 'score >= 0.856' or 'score >= 0.807 = 85% of 0.95 at 1K'."""
+    text = f"{e.metric} >= {e.threshold:.3g}"
+    if e.kind == "relative" and e.fraction is not None and e.base_value is not None:
+        text += f" = {e.fraction:.0%} of {e.base_value:.3g} at {length_label(e.base_length)}"
+    return text
+
+
+def effective_sentence(e: EffectiveLength) -> str:
+    """One line: kind, rule, value with interval, the lengths it ran over, whether the window limited it."""
+    lengths = ", ".join(length_label(n) for n in e.lengths)
+    text = f"effective length, {e.kind} ({effective_rule(e)}): {format_effective(e)} (lengths {lengths})"
+    if e.limited_by_window:
+        over = ", ".join(length_label(n) for n in e.over_window_lengths if n > e.value)
+        text += f"; limited by the model's window ({over} over it)"
+    return text
+
+
+def value_text(value: object) -> str:
+    """A slice value as shown: strings bare, everything else as written in JSON."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def contrast_label(c: ContrastResult) -> str:
+    """'placement=same - placement=cross' style description of the two sides."""
+    return f"{c.key}={value_text(c.a)} - {c.key}={value_text(c.b)}"
+
+
+def format_difference(c: ContrastResult) -> str:
+    """'0.31 [0.12, 0.50]'."""
+    return f"{c.difference:.2f} [{c.ci95[0]:.2f}, {c.ci95[1]:.2f}]"
+
+
+def contrast_sentence(c: ContrastResult) -> str:
+    """One line: name, metric and sides, difference with interval, each side's value and n."""
+    where = "all lengths" if c.length is None else length_label(c.length)
+    return (
+        f"{c.name} ({c.metric}: {contrast_label(c)}, {where}): {format_difference(c)} "
+        f"({c.value_a:.2f} n={c.n_a} vs {c.value_b:.2f} n={c.n_b})"
+    )
