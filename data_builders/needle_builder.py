@@ -19,7 +19,7 @@ from data_builders.needle_insertion import NeedleDoc
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.sample import Sample
 
-NEEDLE_VERSION = "1"
+NEEDLE_VERSION = "2"
 
 _int, _str, _float = Value("int64"), Value("string"), Value("float64")
 NEEDLE_FEATURES = Features(
@@ -30,6 +30,8 @@ NEEDLE_FEATURES = Features(
         "insertion": _str,  # the needle with its separating space, exactly as inserted
         "doc_end": _int,  # the context uses document[:doc_end] (the tail is cut to the exact length)
         "question": _str,
+        "answer_prefix": _str,  # the reply starts with it (rendered after the chat template's generation prompt)
+        "max_new_tokens": _int,  # the value's tokens in the dataset's tokenizer + a small margin
         "answers": List(_str),
         "needle": _str,
         "needle_start": _int,  # half-open char span of the needle in the materialized context
@@ -38,12 +40,16 @@ NEEDLE_FEATURES = Features(
         "needle_token_end": _int,
         "key": _str,
         "value": _str,
+        "value_kind": _str,  # number, word or uuid
         "target_tokens": _int,  # the context is exactly this many tokens in the dataset's tokenizer
         "depth": _float,  # requested, 0..1
         "actual_depth": _float,  # needle_token_start / target_tokens
         "rep": _int,
         "seed": _int,
         "haystack_seed": _int,
+        "overlap_bm25": _float,  # the question's lexical overlap with the needle (docs/needle.md)
+        "overlap_cosine": _float,
+        "overlap_bucket": _str,
     }
 )
 
@@ -65,14 +71,16 @@ assert context[row["needle_start"]:row["needle_end"]] == row["needle"]
 (`data_builders.needle_builder.materialize(row, documents)` does this and checks it). The context is
 exactly `target_tokens` tokens in the tokenizer under Provenance; `needle_token_start`/`needle_token_end`
 index its tokens. All depths of one length and repetition share one document: a haystack is stored once.
-Build with `--option flat=true` for rows that carry their full `context` instead.
+Build with `--option flat=true` for rows that carry their full `context` instead. The model's reply starts
+with the row's `answer_prefix` (see Scoring).
 """
 
 FLAT_USAGE = """\
 Each row of a `needle_<length>` config is one question with its full `context` (built with
 `--option flat=true`: no `documents` config, no join). The context is exactly `target_tokens` tokens in the
 tokenizer under Provenance; `context[needle_start:needle_end] == needle`, and
-`needle_token_start`/`needle_token_end` index its tokens.
+`needle_token_start`/`needle_token_end` index its tokens. The model's reply starts with the row's
+`answer_prefix` (see Scoring).
 """
 
 
@@ -96,7 +104,8 @@ def _total(config: BuildConfig) -> int:
     "needle",
     version=NEEDLE_VERSION,
     features=NEEDLE_FEATURES,
-    description="Single needle with a random 7-digit value in an exact-length haystack; length x depth grid.",
+    description="Single needle with a random value (7-digit number, word pair or UUID) in an exact-length "
+    "haystack; length x depth grid.",
     total=_total,
     options={"flat": "true: every row carries its full context (no documents config, no join); default false"},
     card=CardInfo(
@@ -166,6 +175,8 @@ def _fields(cell: NeedleCell) -> dict[str, Any]:
     doc = cell.doc
     return {
         "question": doc.question,
+        "answer_prefix": doc.answer_prefix,
+        "max_new_tokens": cell.max_new_tokens,
         "answers": [doc.value],
         "needle": doc.needle,
         "needle_start": doc.needle_start,
@@ -174,10 +185,12 @@ def _fields(cell: NeedleCell) -> dict[str, Any]:
         "needle_token_end": doc.needle_token_end,
         "key": doc.key,
         "value": doc.value,
+        "value_kind": doc.value_kind,
         "target_tokens": doc.target_tokens,
         "depth": float(cell.depth),
         "actual_depth": doc.actual_depth,
         "haystack_seed": doc.haystack_seed,
+        **cell.overlap.metadata(),
     }
 
 
@@ -227,9 +240,15 @@ def needle_sample(row: Mapping[str, Any], documents: Mapping[str, str] | None = 
         row["question"],
         row["answers"][0],
         (row["needle_start"], row["needle_end"]),
+        answer_prefix=row["answer_prefix"],
+        max_new_tokens=row["max_new_tokens"],
         length=row["target_tokens"],
         depth=row["depth"],
         actual_depth=row["actual_depth"],
         seed=row["seed"],
+        value_kind=row["value_kind"],
+        overlap_bm25=row["overlap_bm25"],
+        overlap_cosine=row["overlap_cosine"],
+        overlap_bucket=row["overlap_bucket"],
         **metadata,
     )

@@ -9,25 +9,34 @@ from dataclasses import dataclass
 from typing import Any
 
 from data_builders.haystack import HaystackSource
-from data_builders.needle_insertion import NeedleDoc, build_needle_doc
+from data_builders.lexical_overlap import Overlap, measure_overlaps
+from data_builders.needle_insertion import MAGIC_TEMPLATES, NeedleDoc, build_needle_doc
 from longctx_eval.hashing import sha256_json
 from longctx_eval.sample import RetrievalParams, Sample
 from longctx_eval.text.tokenizer import Tokenizer
 
 PROMPT_TEMPLATE = "Read the following text and answer the question after it.\n\n{context}\n\nQuestion: {question}"
-"""The generation prompt: `PROMPT_TEMPLATE.format(context=..., question=...)`, sent as one user turn."""
-MAX_NEW_TOKENS = 32
+"""The generation prompt: `PROMPT_TEMPLATE.format(context=..., question=...)`, sent as one user turn; the reply
+starts with the sample's answer prefix (e.g. "The special magic number for X mentioned in the provided text is")."""
+NEW_TOKENS_MARGIN = 4
+"""Generation budget beyond the answer's own tokens (an end-of-turn token, a stray word)."""
+VALUE_KIND_CYCLE = ("number", "word", "uuid")
+"""The needle grid's value kinds: cell (depth index i, repetition r) gets VALUE_KIND_CYCLE[(i + r) % 3]."""
 RETRIEVAL = RetrievalParams(chunk_tokens=128, chunk_overlap=16, k=10)
 """Retrievers chunk the context (128 tokens, 16 shared) and return the top 10 chunks for the question."""
 RECALL_KS = (1, 3, 5)
 
 SCORING = f"""\
-- **Generation** (`score`): normalized containment. The model's answer (greedy decoding, at most
-  {MAX_NEW_TOKENS} new tokens) and the gold value are both normalized: Unicode NFKC, casefolded, each ASCII
-  punctuation character and each of `‘ ’ “ ” – —` replaced by a space, runs of whitespace collapsed to one
-  space, trimmed. The answer scores 1 when `" " + normalize(gold) + " "` occurs in
-  `" " + normalize(answer) + " "` (the value on token boundaries), else 0. `empty` is the rate of answers
-  with nothing left after normalization.
+- **Prompt**: `prompt_template` as one user turn; the reply is continued from the row's `answer_prefix`
+  (after the chat template's generation prompt), greedy decoding, at most the row's `max_new_tokens` (the
+  value's tokens in the card's tokenizer plus {NEW_TOKENS_MARGIN}). The answer is the continuation only.
+- **Generation** (`score`): normalized containment. The model's answer and the gold value are both
+  normalized: Unicode NFKC, casefolded, each ASCII punctuation character and each of `‘ ’ “ ” – —` replaced
+  by a space, runs of whitespace collapsed to one space, trimmed. The answer scores 1 when
+  `" " + normalize(gold) + " "` occurs in `" " + normalize(answer) + " "` (the value on token boundaries),
+  else 0. `exact`: the answer parsed by `value_kind` (number: the first digit run; uuid: the first UUID,
+  lowercased; word: the first non-empty line, normalized) equals the gold value parsed the same way.
+  `empty` is the rate of answers with nothing left after normalization.
 - **Retrieval** (`recall@k`, `mrr`): the retriever ranks chunks of the context ({RETRIEVAL.chunk_tokens} tokens,
   {RETRIEVAL.chunk_overlap} shared with the previous chunk, top {RETRIEVAL.k}) with the question as query. The
   needle's rank is that of the first returned chunk whose char span covers all of
@@ -54,6 +63,16 @@ def cell_rng(seed: int, length: int, depth: float, rep: int) -> random.Random:
     return random.Random(sha256_json([seed, length, depth, rep]))
 
 
+def value_kind_of(depth_index: int, rep: int) -> str:
+    """The value kind of one cell: the kinds cycle over the depths, shifted by one per repetition."""
+    return VALUE_KIND_CYCLE[(depth_index + rep) % len(VALUE_KIND_CYCLE)]
+
+
+def answer_budget(tokenizer: Tokenizer, values: Sequence[str], separator: str = ".") -> int:
+    """max_new_tokens for a reply naming `values`: their tokens (each after a space, then `separator`) + margin."""
+    return sum(tokenizer.count(f" {v}{separator}") for v in values) + NEW_TOKENS_MARGIN
+
+
 def sample_id(length: int, depth: float, rep: int) -> str:
     """The sample id of one cell, e.g. "L4096-d0.25-r0"."""
     return f"L{length}-d{depth:.2f}-r{rep}"
@@ -69,6 +88,8 @@ class NeedleCell:
     rep: int
     seed: int
     doc: NeedleDoc
+    max_new_tokens: int  # the value's tokens in the cell's tokenizer + NEW_TOKENS_MARGIN
+    overlap: Overlap  # the question's overlap with the needle sentence
 
     def sample(self, **metadata: Any) -> Sample:
         """The needle task's Sample of this cell (extra `metadata`, e.g. source, merged in)."""
@@ -79,10 +100,14 @@ class NeedleCell:
             d.question,
             d.value,
             (d.needle_start, d.needle_end),
+            answer_prefix=d.answer_prefix,
+            max_new_tokens=self.max_new_tokens,
             length=self.length,
             depth=self.depth,
             actual_depth=d.actual_depth,
             seed=self.seed,
+            value_kind=d.value_kind,
+            **self.overlap.metadata(),
             **metadata,
         )
 
@@ -98,14 +123,18 @@ def needle_cells(
     """Every cell, ordered by length, then repetition, then depth: all depths of a length come before a repeat.
 
     Every depth of one (length, repetition) shares one haystack (`haystack_seed`), so the dataset stores it once.
+    The value kind cycles with the depth index and repetition (`value_kind_of`), so every length has each kind.
     """
     for length in lengths:
         for rep in range(per_cell):
             hseed = haystack_seed(seed, length, rep)
-            for depth in depth_grid(depths):
+            for i, depth in enumerate(depth_grid(depths)):
                 rng = cell_rng(seed, length, depth, rep)
-                doc = build_needle_doc(source, tokenizer, length, depth, rng, haystack_seed=hseed)
-                yield NeedleCell(sample_id(length, depth, rep), length, depth, rep, seed, doc)
+                template = MAGIC_TEMPLATES[value_kind_of(i, rep)]
+                doc = build_needle_doc(source, tokenizer, length, depth, rng, template=template, haystack_seed=hseed)
+                (overlap,) = measure_overlaps([doc.question], doc.context, [(doc.needle_start, doc.needle_end)])
+                budget = answer_budget(tokenizer, [doc.value])
+                yield NeedleCell(sample_id(length, depth, rep), length, depth, rep, seed, doc, budget, overlap)
 
 
 def needle_sample(
@@ -115,18 +144,26 @@ def needle_sample(
     answer: str,
     span: tuple[int, int],
     *,
+    answer_prefix: str,
+    max_new_tokens: int,
     length: int,
     depth: float,
     actual_depth: float,
     seed: int,
     **metadata: Any,
 ) -> Sample:
-    """A needle Sample: gold answers and the needle's char span, metadata for the (length, depth) strata."""
+    """A needle Sample: gold answers, the needle's char span and how the reply is asked for (answer prefix,
+    budget); metadata for the (length, depth) strata and the slices (value_kind, overlap_*)."""
     return Sample(
         id=id,
         context=context,
         question=question,
-        gold={"answers": [answer], "span": [span[0], span[1]]},
+        gold={
+            "answers": [answer],
+            "span": [span[0], span[1]],
+            "answer_prefix": answer_prefix,
+            "max_new_tokens": max_new_tokens,
+        },
         metadata={
             "target_tokens": length,
             "depth": depth,

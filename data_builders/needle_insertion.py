@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import uuid
 from dataclasses import dataclass
 
 from data_builders.haystack import Haystack, HaystackSource, with_retries
@@ -33,6 +34,19 @@ KEY_NOUNS = _words(
     """
 )
 _CODE_WORDS = _words("cobalt saffron juniper quartz falcon meridian tundra lantana obsidian vermilion")
+# "word" values are hyphenated adjective-noun pairs (like RULER's), e.g. "velvet-harpoon": a pair no prose uses.
+WORD_ADJECTIVES = _words(
+    """
+    amber brittle copper dappled elastic frosted gilded hollow indigo jagged knotted lacquered molten nimble
+    opaline pewter quilted rusted silken tawny umber velvet woolen zigzag
+    """
+)
+WORD_NOUNS = _words(
+    """
+    anvil bellows compass dirigible easel funnel gondola harpoon inkwell kettle lantern metronome nutcracker
+    oboe pendulum quiver sextant thimble ukulele valise windlass xylophone yardarm zither
+    """
+)
 
 
 @dataclass(frozen=True)
@@ -41,13 +55,25 @@ class NeedleTemplate:
 
     needle: str  # with {key} and {value}
     question: str  # with {key}
-    value_kind: str = "number"  # "number": 7 digits; "code": word-number, e.g. "quartz-4127"
+    value_kind: str = "number"  # see make_value
+    answer_prefix: str = ""  # with {key}: the text the reply starts with, e.g. "... for {key} ... is"
 
 
-MAGIC_NUMBER = NeedleTemplate(
-    "The special magic number for {key} is {value}.",
-    "What is the special magic number for {key}? Answer with the number only.",
-)
+def _magic(what: str, kind: str) -> NeedleTemplate:
+    """The RULER-style template of one value kind: question and answer prefix name the key the same way."""
+    return NeedleTemplate(
+        f"The special magic {what} for {{key}} is {{value}}.",
+        f"What is the special magic {what} for {{key}} mentioned in the provided text?",
+        kind,
+        f"The special magic {what} for {{key}} mentioned in the provided text is",
+    )
+
+
+MAGIC_NUMBER = _magic("number", "number")
+MAGIC_WORD = _magic("word", "word")
+MAGIC_UUID = _magic("UUID", "uuid")
+MAGIC_TEMPLATES = {"number": MAGIC_NUMBER, "word": MAGIC_WORD, "uuid": MAGIC_UUID}
+"""The needle family's template per value kind."""
 PASSCODE = NeedleTemplate(
     "The passcode for {key} is {value}.",
     "What is the passcode for {key}? Answer with the passcode only.",
@@ -68,6 +94,8 @@ class NeedleDoc:
     depth: float  # requested, 0..1
     actual_depth: float  # needle_token_start / target_tokens, measured on the final context
     question: str  # the template's question for this key
+    answer_prefix: str  # the template's answer prefix for this key ("" when it has none)
+    value_kind: str
     needle_token_start: int
     needle_token_end: int
     target_tokens: int
@@ -84,13 +112,21 @@ def make_key(rng: random.Random) -> str:
     return f"the {rng.choice(KEY_QUALIFIERS)} {rng.choice(KEY_NOUNS)}"
 
 
+VALUE_KINDS = ("number", "word", "uuid", "code")
+
+
 def make_value(rng: random.Random, kind: str = "number") -> str:
-    """A random answer value: "number" (7 digits, like RULER) or "code" (e.g. "quartz-4127")."""
+    """A random answer value: "number" (7 digits, like RULER), "word" (e.g. "velvet-harpoon"),
+    "uuid" (a version-4 UUID drawn from `rng`) or "code" (e.g. "quartz-4127")."""
     if kind == "number":
         return str(rng.randint(1_000_000, 9_999_999))
+    if kind == "word":
+        return f"{rng.choice(WORD_ADJECTIVES)}-{rng.choice(WORD_NOUNS)}"
+    if kind == "uuid":
+        return str(uuid.UUID(int=rng.getrandbits(128), version=4))
     if kind == "code":
         return f"{rng.choice(_CODE_WORDS)}-{rng.randint(1000, 9999)}"
-    raise ConfigError(f"value_kind: expected 'number' or 'code', got {kind!r}")
+    raise ConfigError(f"value_kind: expected one of {list(VALUE_KINDS)}, got {kind!r}")
 
 
 def build_needle_doc(
@@ -139,6 +175,8 @@ def build_needle_doc(
         depth=float(depth),
         actual_depth=span.actual_depth,
         question=template.question.format(key=key),
+        answer_prefix=template.answer_prefix.format(key=key),
+        value_kind=template.value_kind,
         needle_token_start=span.token_start,
         needle_token_end=span.token_end,
         target_tokens=target_tokens,

@@ -5,54 +5,18 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from data_builders import get_source
-from data_builders.needle_grid import MAX_NEW_TOKENS, PROMPT_TEMPLATE, RECALL_KS, RETRIEVAL, needle_cells
-from longctx_eval import (
-    Prediction,
-    Request,
-    Sample,
-    Score,
-    Task,
-    Tokenizer,
-    any_of,
-    contains_answer,
-    is_empty,
-    mean,
-    rate,
-    recall_at,
-    task,
-)
+from data_builders.needle_grid import needle_cells
+from longctx_eval import Sample, Task, Tokenizer, any_of, task
 
-KS = RECALL_KS
-
-
-def question_after_context(sample: Sample) -> Request:
-    """The document first, then the question; retrievers get the document and the question as query."""
-    prompt = PROMPT_TEMPLATE.format(context=sample.context, question=sample.question)
-    return Request(
-        sample.id, prompt, sample.context, sample.question, max_new_tokens=MAX_NEW_TOKENS, retrieval=RETRIEVAL
-    )
-
-
-def needle_score(sample: Sample, pred: Prediction) -> Score:
-    """Generated text: normalized containment of the value; retrieval: the needle span covered at K."""
-    if pred.text is None and pred.status == "ok":
-        start, end = sample.gold["span"]
-        return Score(recall_at(pred.hits, start, end, KS))
-    text = pred.text or ""
-    return Score(
-        {
-            "score": float(contains_answer(text, sample.gold["answers"][0])),
-            "empty": float(pred.status == "ok" and is_empty(text)),
-        }
-    )
+from ._needle_scoring import single_metrics, single_request, single_score
 
 
 @task(
     name="needle",
-    version="3",
+    version="4",
     requires=any_of("generate", "retrieve"),
     default_lengths=[1024, 2048, 4096, 8192],
-    description="Single needle with a random value, length x depth grid; containment or recall@k",
+    description="Single needle (number, word or UUID value), length x depth grid; containment or recall@k",
 )
 def needle(
     lengths: list[int],
@@ -72,8 +36,9 @@ def needle(
 
     return Task(
         dataset=samples,
-        prompt=question_after_context,
-        scorer=needle_score,
-        metrics=[mean("score"), rate("empty"), *(mean(f"recall@{k}") for k in KS), mean("mrr")],
+        prompt=single_request,
+        scorer=single_score,
+        metrics=single_metrics(),
         primary={"retrieve": "recall@1"},
+        slices=("value_kind", "overlap_bucket"),
     )

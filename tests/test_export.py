@@ -21,6 +21,7 @@ from data_builders.dataset_card import tokenizer_hub_id
 from data_builders.export import DOCUMENT_FEATURES, build_dataset
 from data_builders.needle_builder import FLAT_FEATURES, NEEDLE_FEATURES, documents_by_id, materialize, needle_sample
 from data_builders.needle_grid import depth_grid
+from data_builders.needle_insertion import MAGIC_TEMPLATES
 from longctx_eval.cli import main
 from longctx_eval.errors import ConfigError, DataError, TaskDefinitionError
 from longctx_eval.hashing import sha256_json
@@ -91,7 +92,10 @@ def test_load_dataset_round_trip_gives_the_exact_needle_docs(built, bpe_file, tm
         for row in rows:
             # An independent build of the same needle, straight from build_needle_doc.
             rng = random.Random(sha256_json([CONFIG.seed, length, row["depth"], row["rep"]]))
-            doc = build_needle_doc(source, bpe_file, length, row["depth"], rng, haystack_seed=row["haystack_seed"])
+            template = MAGIC_TEMPLATES[row["value_kind"]]  # needle v4: the value kind cycles over the grid
+            doc = build_needle_doc(
+                source, bpe_file, length, row["depth"], rng, template=template, haystack_seed=row["haystack_seed"]
+            )
             context = materialize(row, docs)
             assert context == doc.context
             assert bpe_file.count(context) == length
@@ -205,7 +209,7 @@ def test_card_has_configs_features_license_and_hashes(built, bpe_file):
     assert datasets.Features._from_yaml_list(infos["needle_700"]["features"]) == NEEDLE_FEATURES
     assert infos["documents"]["splits"][0]["num_examples"] == 4
     prov = meta["longctx_eval"]
-    assert prov["builder"] == "needle" and prov["builder_version"] == "1" and prov["seed"] == 3
+    assert prov["builder"] == "needle" and prov["builder_version"] == "2" and prov["seed"] == 3
     assert prov["source"]["sha256"] == get_source("synthetic").sha256
     assert prov["tokenizer"] == {"name": bpe_file.name, "hub_id": None, "sha256": bpe_file.sha256}
     assert prov["prompt_template"].startswith("Read the following text") and "## Prompt" in card

@@ -1,0 +1,55 @@
+"""Multi-key needle: the target needle among distractor needles with similar keys; name the target's value."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from data_builders import get_source
+from data_builders.needle_multikey import multikey_cells
+from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, contains_answer, rate, task
+
+from ._needle_scoring import family_requests, single_metrics, single_score
+
+
+def multikey_score(sample: Sample, pred: Prediction) -> Score:
+    """The target's value as the needle task scores it, plus `distractor`: the answer names a distractor's value."""
+    score = single_score(sample, pred)
+    if pred.text is None and pred.status == "ok":
+        return score
+    text = pred.text or ""
+    distractor = any(contains_answer(text, d) for d in sample.gold["distractors"])
+    return Score({**score.values, "distractor": float(distractor)}, parsed=score.parsed)
+
+
+@task(
+    name="needle_multikey",
+    version="1",
+    requires=any_of("generate", "retrieve"),
+    default_lengths=[1024, 2048, 4096, 8192],
+    description="Target needle among 3 distractor needles with similar keys; containment or recall@k",
+)
+def needle_multikey(
+    lengths: list[int],
+    seed: int = 0,
+    tokenizer: Tokenizer | None = None,
+    depths: int = 5,
+    per_cell: int = 1,
+    source: str = "austen",
+) -> Task:
+    def samples() -> Iterator[Sample]:
+        if tokenizer is None:
+            raise ValueError("needle_multikey samples are measured in the evaluated model's tokenizer; none was given")
+        src = get_source(source)
+        # The `needle_multikey` dataset builder uses the same cells.
+        for cell in multikey_cells(src, tokenizer, lengths, depths, per_cell, seed):
+            yield cell.sample(source=src.name, source_sha256=src.sha256, tokenizer=tokenizer.name)
+
+    score, exact, empty, *retrieval = single_metrics()
+    return Task(
+        dataset=samples,
+        prompt=family_requests,
+        scorer=multikey_score,
+        metrics=[score, rate("distractor"), exact, empty, *retrieval],
+        primary={"retrieve": "recall@1"},
+        slices=("value_kind", "overlap_bucket"),
+    )

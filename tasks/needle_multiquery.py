@@ -1,0 +1,79 @@
+"""Multi-query needle: four needles with different keys in one document, each asked as its own request."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from data_builders import get_source
+from data_builders.needle_multiquery import multiquery_cells
+from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, mean, recall_at, task
+from longctx_eval.metrics.answer_parsing import match_answer
+
+from ._needle_scoring import SINGLE_KS, family_requests, part_answers, per_part_oracle
+
+
+def multiquery_score(sample: Sample, pred: Prediction) -> Score:
+    """The share of the questions answered (containment of each part's value), all_found, exact and empty
+    shares; retrieval: recall@K and MRR of each part's needle, averaged over the parts."""
+    gold = part_answers(sample)
+    parts = pred.parts or tuple(Prediction(status=pred.status) for _ in gold)  # a failed sample: every part
+    if len(parts) != len(gold):
+        raise ValueError(f"expected {len(gold)} answer parts, got {len(parts)}")
+    if all(p.text is None and p.status == "ok" for p in parts):
+        per = [
+            recall_at(p.hits, g["spans"][0][0], g["spans"][0][1], SINGLE_KS) for p, g in zip(parts, gold, strict=True)
+        ]
+        return Score({k: sum(r[k] for r in per) / len(per) for k in per[0]})
+    kind = sample.metadata["value_kind"]
+    matches = [match_answer(p.text, g["answers"][0], kind) for p, g in zip(parts, gold, strict=True)]
+    empty = [p.status == "ok" and m.empty for p, m in zip(parts, matches, strict=True)]
+    n = len(matches)
+    values = {
+        "score": sum(m.contains for m in matches) / n,
+        "all_found": float(all(m.contains for m in matches)),
+        "exact": sum(m.exact for m in matches) / n,
+        "empty": sum(empty) / n,
+    }
+    return Score(values, parsed=" | ".join(m.parsed for m in matches))
+
+
+@task(
+    name="needle_multiquery",
+    version="1",
+    requires=any_of("generate", "retrieve"),
+    default_lengths=[1024, 2048, 4096, 8192],
+    description="Four needles with different keys, each asked separately on one document; share answered",
+)
+def needle_multiquery(
+    lengths: list[int],
+    seed: int = 0,
+    tokenizer: Tokenizer | None = None,
+    per_length: int = 6,
+    source: str = "austen",
+) -> Task:
+    def samples() -> Iterator[Sample]:
+        if tokenizer is None:
+            raise ValueError(
+                "needle_multiquery samples are measured in the evaluated model's tokenizer; none was given"
+            )
+        src = get_source(source)
+        # The `needle_multiquery` dataset builder uses the same cells.
+        for cell in multiquery_cells(src, tokenizer, lengths, per_length, seed):
+            yield cell.sample(source=src.name, source_sha256=src.sha256, tokenizer=tokenizer.name)
+
+    return Task(
+        dataset=samples,
+        prompt=family_requests,
+        scorer=multiquery_score,
+        metrics=[
+            mean("score"),
+            mean("all_found"),
+            mean("exact"),
+            mean("empty", name="empty_rate"),
+            *(mean(f"recall@{k}") for k in SINGLE_KS),
+            mean("mrr"),
+        ],
+        oracle=per_part_oracle,
+        primary={"retrieve": "recall@1"},
+        slices=("value_kind", "overlap_bucket"),
+    )

@@ -1,0 +1,64 @@
+"""Multi-value needle: one key with four values in different quarters of the document; name them all."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from data_builders import get_source
+from data_builders.needle_multivalue import multivalue_cells
+from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, is_empty, mean, rate, task
+
+from ._needle_scoring import all_spans_oracle, family_requests, several_values, spans_recall
+
+KS = (1, 3, 5, 10)
+
+
+def multivalue_score(sample: Sample, pred: Prediction) -> Score:
+    """Generated text: the share of the values named (partial credit) and all_found; retrieval: the share of
+    value needles covered by a top-K chunk."""
+    if pred.text is None and pred.status == "ok":
+        return Score(spans_recall(pred.hits, sample.gold["spans"], KS))
+    values, parsed = several_values(pred.text, sample.gold["answers"], sample.metadata["value_kind"])
+    values["empty"] = float(pred.status == "ok" and is_empty(pred.text))
+    return Score(values, parsed=parsed)
+
+
+@task(
+    name="needle_multivalue",
+    version="1",
+    requires=any_of("generate", "retrieve"),
+    default_lengths=[1024, 2048, 4096, 8192],
+    description="One key, four values spread over the document, all asked; share found or recall@k",
+)
+def needle_multivalue(
+    lengths: list[int],
+    seed: int = 0,
+    tokenizer: Tokenizer | None = None,
+    per_length: int = 6,
+    source: str = "austen",
+) -> Task:
+    def samples() -> Iterator[Sample]:
+        if tokenizer is None:
+            raise ValueError(
+                "needle_multivalue samples are measured in the evaluated model's tokenizer; none was given"
+            )
+        src = get_source(source)
+        # The `needle_multivalue` dataset builder uses the same cells.
+        for cell in multivalue_cells(src, tokenizer, lengths, per_length, seed):
+            yield cell.sample(source=src.name, source_sha256=src.sha256, tokenizer=tokenizer.name)
+
+    return Task(
+        dataset=samples,
+        prompt=family_requests,
+        scorer=multivalue_score,
+        metrics=[
+            mean("score"),
+            mean("all_found"),
+            rate("empty"),
+            *(mean(f"recall@{k}") for k in KS),
+            mean("mrr"),
+        ],
+        oracle=all_spans_oracle,
+        primary={"retrieve": "recall@5"},
+        slices=("value_kind", "overlap_bucket"),
+    )
