@@ -1,0 +1,81 @@
+"""Cross-paragraph fact recall: answers that need a chain of 2-4 facts placed in different paragraphs.
+
+"Dalia Ferrow works for Quillmark Systems." ... "Quillmark Systems is based in Tarnholt." -> "In which city
+does Dalia Ferrow work?" -> "Tarnholt". Each chain is asked twice on one haystack: its facts in successive
+paragraphs a controlled token distance apart (`cross`), and as adjacent sentences of one paragraph (`same`),
+with look-alike distractor facts at the same places in both. See docs/cross_paragraph.md.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from data_builders import get_source
+from data_builders.cross_paragraph_grid import (
+    DISTANCE_LADDER,
+    PROMPT_RESERVE,
+    RETRIEVAL_PRIMARY_K,
+    cross_cells,
+    distances_for,
+    int_list,
+)
+from longctx_eval import Sample, Task, Tokenizer, any_of, contrast, curve, task
+
+from ._cross_paragraph_scoring import RETRIEVAL_PRIMARY, ask, cross_metrics, cross_oracle, cross_score, distance_field
+
+
+@task(
+    name="cross_paragraph",
+    version="1",
+    requires=any_of("generate", "retrieve"),
+    default_lengths=[2048, 4096, 8192],
+    description="Chains of 2-4 facts across paragraphs (or in one), distance-controlled, with look-alike distractors",
+)
+def cross_paragraph(
+    lengths: list[int],
+    seed: int = 0,
+    tokenizer: Tokenizer | None = None,
+    hops: str = "2,3,4",
+    distances: str = "",
+    per_cell: int = 1,
+    reserve: int = PROMPT_RESERVE,
+    source: str = "austen",
+) -> Task:
+    """`hops`: chain lengths to build; `distances`: target tokens between consecutive facts (default: the
+    ladder 128, 256, 512, ... cut to what fits each length); `reserve`: tokens of each length left for the
+    prompt around the context (the context is length - reserve tokens)."""
+    hop_counts = int_list(hops, "cross_paragraph.hops")
+    ladder = int_list(distances, "cross_paragraph.distances") or DISTANCE_LADDER
+    used = sorted({d for n in lengths for d in distances_for(n, max(hop_counts, default=4), reserve, ladder)})
+
+    def samples() -> Iterator[Sample]:
+        if tokenizer is None:
+            raise ValueError("cross_paragraph samples are measured in the evaluated model's tokenizer; none was given")
+        src = get_source(source)
+        # The `cross_paragraph` dataset builder uses the same cells: a built dataset holds exactly these samples.
+        for cell in cross_cells(src, tokenizer, lengths, hop_counts, per_cell, seed, reserve, ladder):
+            yield cell.sample(source=src.name, source_sha256=src.sha256, tokenizer=tokenizer.name)
+
+    buckets = [0, *used]
+    return Task(
+        dataset=samples,
+        prompt=ask,
+        scorer=cross_score,
+        metrics=cross_metrics(),
+        primary={"retrieve": RETRIEVAL_PRIMARY},
+        slices=("hops", "distance_bucket", "placement"),
+        curves=[
+            curve(
+                "recall_vs_distance",
+                [distance_field(d) for d in buckets],
+                buckets,
+                x_label="target tokens between consecutive facts (0: same paragraph)",
+                y_label=f"score (generation) or all_facts@{RETRIEVAL_PRIMARY_K} (retrieval)",
+            )
+        ],
+        contrasts=[
+            contrast("cross_paragraph_drop", "score", "placement", "same", "cross"),
+            contrast("cross_paragraph_drop_retrieval", RETRIEVAL_PRIMARY, "placement", "same", "cross"),
+        ],
+        oracle=cross_oracle,
+    )
