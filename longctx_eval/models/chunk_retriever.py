@@ -1,43 +1,191 @@
-"""Retrievers over one long context: chunk it with the exact offset chunker, rank chunks, return spans."""
+"""Retrievers over one long context: chunk it with the exact offset chunker, rank chunks, return spans.
+
+A retriever built from `Indexer`s (dense embeddings, a BM25 matrix) chunks and indexes each document once:
+the chunk spans and every index are cached by content hash (`index_cache`), in memory for the process and on
+disk, so several queries on one document, and a second run over it, reuse them. An optional second-stage
+`Reranker` reorders the top `rerank_depth` chunks. Each prediction's `data` says where the index came from
+(`index_cache`: memory, disk or built) and how long indexing and reranking took.
+"""
 
 from __future__ import annotations
 
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
+from dataclasses import asdict
+from typing import Any, Protocol
 
 import numpy as np
 
 from longctx_eval.capability import Capability
+from longctx_eval.hashing import sha256_json, sha256_text
 from longctx_eval.models.base import ModelAdapter
+from longctx_eval.models.index_cache import Arrays, IndexCache, Status, shared_cache
+from longctx_eval.results import ModelMeta
 from longctx_eval.sample import Hit, Prediction, Request
 from longctx_eval.text.chunking import ChunkConfig, chunk_document
+from longctx_eval.text.tokenizer import Tokenizer
+
+_COUNTS_KEPT = 16
+_ORDER: dict[str, int] = {"built": 0, "disk": 1, "memory": 2}
+
+
+class Indexer(Protocol):
+    """One per-document index: built once from the chunk texts (arrays, so it can be cached), scored per query."""
+
+    name: str
+
+    def identity(self) -> dict[str, Any]:
+        """Everything the built arrays depend on besides the chunks (model weights, parameters, versions)."""
+        ...
+
+    def build(self, texts: list[str]) -> dict[str, np.ndarray]:
+        """The index of these chunk texts."""
+        ...
+
+    def score(self, index: Arrays, query: str, key: str) -> np.ndarray:
+        """One relevance score per chunk (higher is better); `key` identifies the index, for memoised lookups."""
+        ...
+
+
+class Reranker(Protocol):
+    """A second stage: rescores a few candidate chunk texts for a query (see `models.rerank`)."""
+
+    name: str
+
+    def identity(self) -> dict[str, Any]:
+        """What its scores depend on (model weights, settings)."""
+        ...
+
+    def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
+        """One score per candidate, higher is better."""
+        ...
+
+
+def top_k(scores: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k highest scores, ties broken by document order so results are deterministic."""
+    return np.lexsort((np.arange(len(scores)), -scores))[:k]
+
+
+def least_cached(statuses: Sequence[Status]) -> Status:
+    """The status of a result assembled from several entries: built if any was built, else disk if any was read."""
+    return min(statuses, key=lambda s: _ORDER[s]) if statuses else "memory"
 
 
 class ChunkRetriever(ModelAdapter):
-    """Serves 'retrieve': subclasses implement `rank(query, chunk_texts) -> scores` (higher is better)."""
+    """Serves 'retrieve'. Subclasses set `indexers` (cached per document) and `fuse` several of them, or
+    implement `rank(query, chunk_texts) -> scores` (recomputed per request, nothing cached)."""
 
     capabilities = frozenset({Capability.RETRIEVE})
+    indexers: tuple[Indexer, ...] = ()
+    reranker: Reranker | None = None
+    rerank_depth: int = 20
+    cache: IndexCache | None = None
+    """The index cache; None = the process-wide `shared_cache()` for the current settings."""
+
+    def __init__(self, meta: ModelMeta, tokenizer: Tokenizer) -> None:
+        super().__init__(meta, tokenizer)
+        self._counts: OrderedDict[str, int] = OrderedDict()  # document sha256 -> token count
+        self._tokenizer_sha256 = tokenizer.sha256  # serialising the tokenizer per request would cost ~10 ms
 
     def rank(self, query: str, chunks: Sequence[str]) -> np.ndarray:
-        """One relevance score per chunk."""
+        """One relevance score per chunk (for retrievers without indexers)."""
         raise NotImplementedError
 
+    def fuse(self, query: str, scores: Sequence[np.ndarray]) -> np.ndarray:
+        """One score per chunk from each indexer's scores; a single indexer's are used as they are."""
+        if len(scores) != 1:
+            raise NotImplementedError(f"{type(self).__name__} has {len(scores)} indexers and no fuse()")
+        return scores[0]
+
     def prompt_tokens(self, request: Request) -> int:
-        """A retriever reads the whole context; its length is the context's, in this tokenizer."""
-        return self.tokenizer.count(request.context)
+        """A retriever reads the whole context; its length is the context's, in this tokenizer (counted once)."""
+        counts = self._counts
+        key = sha256_text(request.context)
+        if key not in counts:
+            counts[key] = self.tokenizer.count(request.context)
+            while len(counts) > _COUNTS_KEPT:
+                counts.popitem(last=False)
+        return counts[key]
+
+    def retrieval_settings(self) -> dict[str, Any]:
+        """The reranker's part of the model settings (empty without one), for `model_meta(settings=...)`."""
+        if self.reranker is None:
+            return {}
+        return {"rerank": self.reranker.name, "rerank_depth": self.rerank_depth, "reranker": self.reranker.identity()}
 
     def retrieve(self, requests: Sequence[Request]) -> list[Prediction]:
-        """Top-k chunks per request, ties broken by document order so results are deterministic."""
-        out = []
-        for req in requests:
-            t0 = time.perf_counter()
-            cfg = ChunkConfig(max_tokens=req.retrieval.chunk_tokens, overlap=req.retrieval.chunk_overlap)
-            chunks = chunk_document(req.context, self.tokenizer, cfg)
-            if not chunks:
-                out.append(Prediction(hits=(), seconds=time.perf_counter() - t0))
-                continue
-            scores = np.asarray(self.rank(req.query, [c.text for c in chunks]), dtype=np.float64)
-            order = np.lexsort((np.arange(len(chunks)), -scores))[: req.retrieval.k]
-            hits = tuple(Hit(chunks[i].char_start, chunks[i].char_end, float(scores[i])) for i in order)
-            out.append(Prediction(hits=hits, seconds=time.perf_counter() - t0))
-        return out
+        """Top-k chunks per request (the top `rerank_depth` reordered by the reranker, if there is one)."""
+        return [self._retrieve_one(req) for req in requests]
+
+    def _retrieve_one(self, req: Request) -> Prediction:
+        t0 = time.perf_counter()
+        cache = self.cache or shared_cache()
+        cfg = ChunkConfig(max_tokens=req.retrieval.chunk_tokens, overlap=req.retrieval.chunk_overlap)
+        chunks_key = sha256_json(
+            {"doc": sha256_text(req.context), "chunking": asdict(cfg), "tokenizer": self._tokenizer_sha256}
+        )
+        layout, chunk_status = cache.get_or_build(chunks_key, lambda: _chunk_arrays(req.context, self.tokenizer, cfg))
+        spans = layout["spans"]
+        parts: dict[str, Status] = {"chunks": chunk_status}
+        if not len(spans):
+            return Prediction(hits=(), seconds=time.perf_counter() - t0, data={"index_cache": chunk_status})
+        texts: list[str] = []  # sliced from the context once, only when something is built
+
+        def build(ix: Indexer) -> dict[str, np.ndarray]:
+            if not texts:
+                texts.extend(_texts(req.context, spans))
+            return ix.build(texts)
+
+        if self.indexers:
+            per_indexer = []
+            for ix in self.indexers:
+                key = sha256_json({"chunks": chunks_key, "index": ix.identity()})
+                index, parts[ix.name] = cache.get_or_build(key, lambda ix=ix: build(ix))
+                per_indexer.append((ix, index, key))
+            index_s = time.perf_counter() - t0
+            scores = self.fuse(req.query, [ix.score(index, req.query, key) for ix, index, key in per_indexer])
+        else:
+            index_s = time.perf_counter() - t0
+            scores = self.rank(req.query, _texts(req.context, spans))
+        scores = np.asarray(scores, dtype=np.float64)
+        order = top_k(scores, req.retrieval.k)
+        final = scores[order]
+        data: dict[str, Any] = {
+            "index_cache": least_cached(list(parts.values())),
+            "index_cache_parts": parts,
+            "index_s": round(index_s, 6),
+            "chunks": len(spans),
+        }
+        if self.reranker is not None and len(order):
+            order, final, data["rerank_s"] = self._rerank(req, spans, order, final)
+            data["rerank_depth"] = min(self.rerank_depth, len(order))
+        hits = tuple(Hit(int(spans[i, 0]), int(spans[i, 1]), float(s)) for i, s in zip(order, final, strict=True))
+        return Prediction(hits=hits, seconds=time.perf_counter() - t0, data=data)
+
+    def _rerank(
+        self, req: Request, spans: np.ndarray, order: np.ndarray, first: np.ndarray
+    ) -> tuple[np.ndarray, np.ndarray, float]:
+        """The top `rerank_depth` reordered by the reranker's scores (ties keep first-stage order), the rest kept."""
+        assert self.reranker is not None
+        t0 = time.perf_counter()
+        depth = min(self.rerank_depth, len(order))
+        head = order[:depth]
+        rescored = np.asarray(
+            self.reranker.score(req.query, [req.context[spans[i, 0] : spans[i, 1]] for i in head]), dtype=np.float64
+        )
+        new = np.lexsort((np.arange(depth), -rescored))
+        order = np.concatenate([head[new], order[depth:]])
+        final = np.concatenate([rescored[new], first[depth:]])
+        return order, final, round(time.perf_counter() - t0, 6)
+
+
+def _texts(context: str, spans: np.ndarray) -> list[str]:
+    return [context[s:e] for s, e in spans.tolist()]
+
+
+def _chunk_arrays(text: str, tokenizer: Any, cfg: ChunkConfig) -> dict[str, np.ndarray]:
+    chunks = chunk_document(text, tokenizer, cfg)
+    spans = np.asarray([(c.char_start, c.char_end) for c in chunks], dtype=np.int64).reshape(-1, 2)
+    tokens = np.asarray([(c.token_start, c.token_end) for c in chunks], dtype=np.int64).reshape(-1, 2)
+    return {"spans": spans, "tokens": tokens}

@@ -2,33 +2,82 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from longctx_eval.assets import MINILM_SHA256, file_sha256
 from longctx_eval.models.base import model_meta
 from longctx_eval.models.chunk_retriever import ChunkRetriever
+from longctx_eval.models.index_cache import Arrays
 from longctx_eval.models.model_source import load_error, retriever_source, retriever_tokenizer
+from longctx_eval.models.rerank import load_reranker
 from longctx_eval.models.spec import ModelSpec
+
+
+class DenseIndexer:
+    """Unit-normalised chunk embeddings (float32); a query scores each chunk by cosine similarity."""
+
+    name = "dense"
+
+    def __init__(self, model: Any, batch_size: int, weights: str, device: str) -> None:
+        self.model = model
+        self.batch_size = batch_size
+        self._identity = {
+            "kind": "dense",
+            "weights": weights,
+            "max_seq_length": model.max_seq_length,
+            "dtype": str(next(model.parameters()).dtype).removeprefix("torch."),
+            "device": device,
+            "batch_size": batch_size,
+            "normalize": True,
+        }
+
+    def identity(self) -> dict[str, Any]:
+        return dict(self._identity)
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        """Unit-normalised embeddings, one float32 row per text."""
+        out = self.model.encode(
+            texts, batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True, show_progress_bar=False
+        )
+        return np.asarray(out, dtype=np.float32)
+
+    def build(self, texts: list[str]) -> dict[str, np.ndarray]:
+        return {"vectors": self.encode(texts)}
+
+    def score(self, index: Arrays, query: str, key: str) -> np.ndarray:
+        return index["vectors"] @ self.encode([query])[0]
+
+
+def load_encoder(target: str, device: str) -> tuple[Any, str | None, Path | str]:
+    """The SentenceTransformer of `retriever:<target>`, its weights' sha256 (None when unknown) and its source."""
+    from sentence_transformers import SentenceTransformer
+
+    path = retriever_source(target)
+    try:
+        model = SentenceTransformer(str(path), device=device)
+    except (OSError, ValueError) as exc:
+        raise load_error(target, exc) from exc
+    weights = Path(path) / "model.safetensors"
+    sha = MINILM_SHA256 if target == "minilm" else (file_sha256(weights) if weights.is_file() else None)
+    return model, sha, path
 
 
 class DenseRetriever(ChunkRetriever):
     """`retriever:<folder|hub id|minilm>`; chunks are sized in the embedder's own tokenizer."""
 
     def __init__(self, spec: ModelSpec) -> None:
-        from sentence_transformers import SentenceTransformer
-
-        path = retriever_source(spec.target)
-        self.batch_size = spec.options.batch_size
-        try:
-            self.model = SentenceTransformer(str(path), device=spec.options.device)
-        except (OSError, ValueError) as exc:
-            raise load_error(spec.target, exc) from exc
+        o = spec.options
+        self.batch_size = o.batch_size
+        self.model, sha, path = load_encoder(spec.target, o.device)
+        self.indexers = (DenseIndexer(self.model, o.batch_size, sha or str(path), o.device),)
+        if o.rerank:
+            shared = {"minilm": self.model} if spec.target == "minilm" else {}
+            self.reranker = load_reranker(o.rerank, device=o.device, batch_size=o.batch_size, shared=shared)
+            self.rerank_depth = o.rerank_depth
         tok = retriever_tokenizer(spec)
-        weights = Path(path) / "model.safetensors"
-        sha = MINILM_SHA256 if spec.target == "minilm" else (file_sha256(weights) if weights.is_file() else None)
         meta = model_meta(
             spec,
             tok,
@@ -37,12 +86,6 @@ class DenseRetriever(ChunkRetriever):
             sha256=sha,
             params=sum(p.numel() for p in self.model.parameters()),
             dtype=str(next(self.model.parameters()).dtype).removeprefix("torch."),
-            settings={"max_seq_length": self.model.max_seq_length, "normalize": True},
+            settings={"max_seq_length": self.model.max_seq_length, "normalize": True, **self.retrieval_settings()},
         )
         super().__init__(meta, tok)
-
-    def rank(self, query: str, chunks: Sequence[str]) -> np.ndarray:
-        emb = self.model.encode(
-            [query, *chunks], batch_size=self.batch_size, normalize_embeddings=True, convert_to_numpy=True
-        )
-        return emb[1:] @ emb[0]
