@@ -1,4 +1,4 @@
-"""The adapter kinds (`hf`, `retriever`, `bm25`, `oracle`, `coref`) in the generic registry.
+"""The adapter kinds (`hf`, `retriever`, `bm25`, `hybrid`, `oracle`, `coref`, `rag`) in the generic registry.
 
 A kind names its options model, its adapter class and its tokenizer loader as lazy "module:attribute"
 references, so looking a kind up imports no adapter. Third-party kinds register an `AdapterKind` under the
@@ -12,6 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from longctx_eval.capability import ALL_CAPABILITIES, Capability
 from longctx_eval.errors import ConfigError, TaskDefinitionError
 from longctx_eval.models import options as opt
 from longctx_eval.registry import Registry
@@ -36,6 +37,9 @@ class AdapterKind:
     example: str
     check_target: Callable[[str, str], None] | None = None
     """Checks a target before anything loads (e.g. that a local folder exists): (target, raw spec) -> None."""
+    serves: frozenset[Capability] | None = None
+    """What the kind's adapters serve, declared without loading them (None: known only once loaded). A composite
+    kind (`rag`) checks its parts against it before anything loads; the adapter's own `capabilities` still rule."""
 
     def load(self, spec: ModelSpec) -> ModelAdapter:
         """Import the adapter class and build it."""
@@ -81,8 +85,9 @@ _BUILTIN = (
         adapter="longctx_eval.models.hf:HFCausalLM",
         tokenizer="longctx_eval.models.model_source:hf_tokenizer",
         example="hf:<folder-or-hub-id>[?dtype=float32&max_length=N&chat=auto&revision=R&gguf_file=F&batch_size=1"
-        "&rope=none|linear|dynamic|yarn|yarn_notemp&rope_factor=F&train_length=N&name=N]",
+        "&rope=none|linear|dynamic|yarn|yarn_notemp&rope_factor=F&train_length=N&prefix_cache=true&name=N]",
         check_target=_check_local_target,
+        serves=frozenset({Capability.GENERATE, Capability.ATTENTION}),
     ),
     AdapterKind(
         name="retriever",
@@ -90,8 +95,10 @@ _BUILTIN = (
         needs_target=True,
         adapter="longctx_eval.models.dense:DenseRetriever",
         tokenizer="longctx_eval.models.model_source:retriever_tokenizer",
-        example="retriever:<sentence-transformers folder|minilm>[?batch_size=64&device=cpu&name=N]",
+        example="retriever:<sentence-transformers folder|minilm>[?batch_size=64&device=cpu&rerank=maxsim"
+        "&rerank_depth=20&name=N]",
         check_target=_check_local_target,
+        serves=frozenset({Capability.RETRIEVE}),
     ),
     AdapterKind(
         name="bm25",
@@ -99,7 +106,17 @@ _BUILTIN = (
         needs_target=False,
         adapter="longctx_eval.models.bm25:BM25Retriever",
         tokenizer="longctx_eval.models.model_source:minilm_tokenizer",
-        example="bm25[?k1=1.5&b=0.75&name=N]",
+        example="bm25[?k1=1.5&b=0.75&rerank=maxsim&rerank_depth=20&name=N]",
+        serves=frozenset({Capability.RETRIEVE}),
+    ),
+    AdapterKind(
+        name="hybrid",
+        options=opt.HybridOptions,
+        needs_target=False,
+        adapter="longctx_eval.models.hybrid:HybridRetriever",
+        tokenizer="longctx_eval.models.model_source:minilm_tokenizer",
+        example="hybrid[?alpha=0.5&fusion=rrf|minmax&rrf_k=60&k1=1.5&b=0.75&rerank=maxsim&rerank_depth=20&name=N]",
+        serves=frozenset({Capability.RETRIEVE}),
     ),
     AdapterKind(
         name="oracle",
@@ -108,6 +125,7 @@ _BUILTIN = (
         adapter="longctx_eval.models.oracle:OracleAdapter",
         tokenizer="longctx_eval.models.model_source:minilm_tokenizer",
         example="oracle[?name=N]",
+        serves=ALL_CAPABILITIES,
     ),
     AdapterKind(
         name="coref",
@@ -117,6 +135,17 @@ _BUILTIN = (
         tokenizer="longctx_eval.models.model_source:minilm_tokenizer",
         example="coref:baseline[?window=40&name=N]",
         check_target=_check_coref_target,
+        serves=frozenset({Capability.COREF}),
+    ),
+    AdapterKind(
+        name="rag",
+        options=opt.RagOptions,
+        needs_target=True,
+        adapter="longctx_eval.models.rag:RagModel",
+        tokenizer="longctx_eval.models.rag:rag_tokenizer",
+        example="rag:<retriever>+<generator>[?k=5&iterative=false&hops=2&chunk_tokens=N&chunk_overlap=N"
+        "&retriever.KEY=V&generator.KEY=V&name=N]",
+        serves=frozenset({Capability.GENERATE}),
     ),
 )
 for _kind in _BUILTIN:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from longctx_eval.errors import ConfigError, did_you_mean
 
@@ -50,20 +50,56 @@ class HFOptions(KindOptions):
     rope: RopeVariant = Field(default="none", description="one of none, linear, dynamic, yarn, yarn_notemp")
     rope_factor: float | None = Field(default=None, ge=1.0, description="a finite number >= 1")
     train_length: int | None = Field(default=None, gt=0, description="a positive integer (training window)")
+    prefix_cache: Literal["true", "false"] = Field(
+        default="true", description="true or false (reuse the KV cache of a shared prompt prefix at batch_size=1)"
+    )
 
 
-class RetrieverOptions(KindOptions):
+RERANK_DEPTH = 20
+"""Default candidates a second-stage reranker rescores (models/rerank.py)."""
+
+
+class RerankOptions(KindOptions):
+    """Options every retriever kind shares: an optional second-stage reranker over its top `rerank_depth` chunks."""
+
+    rerank: str | None = Field(default=None, min_length=1, description="a registered reranker name (built in: maxsim)")
+    rerank_depth: int = Field(default=RERANK_DEPTH, gt=0, description="a positive integer (chunks rescored)")
+
+    @field_validator("rerank")
+    @classmethod
+    def _known_reranker(cls, value: str | None) -> str | None:
+        if value is not None:
+            from longctx_eval.models.rerank import reranker_names  # a light registry module: no model loads
+
+            if value not in reranker_names():
+                raise ValueError(f"unknown reranker {value!r}")
+        return value
+
+
+class RetrieverOptions(RerankOptions):
     """`retriever:` sentence-transformers bi-encoders."""
 
     batch_size: int = Field(default=64, gt=0, description="a positive integer (texts per encoder batch)")
     device: str = Field(default="cpu", min_length=1, description="a torch device such as cpu or cuda:0")
 
 
-class BM25Options(KindOptions):
+class BM25Options(RerankOptions):
     """`bm25`: Okapi BM25 parameters."""
 
     k1: float = Field(default=1.5, gt=0, description="a finite number > 0")
     b: float = Field(default=0.75, ge=0, le=1, description="a number in [0, 1]")
+
+
+class HybridOptions(RerankOptions):
+    """`hybrid`: MiniLM dense + BM25, fused by weighted reciprocal rank (`rrf`) or min-max scores (`minmax`)."""
+
+    alpha: float = Field(default=0.5, ge=0, le=1, description="a number in [0, 1] (weight of the dense side)")
+    fusion: Literal["rrf", "minmax"] = Field(default="rrf", description="rrf or minmax")
+    rrf_k: int = Field(default=60, gt=0, description="a positive integer (reciprocal-rank constant)")
+    k1: float = Field(default=1.5, gt=0, description="a finite number > 0")
+    b: float = Field(default=0.75, ge=0, le=1, description="a number in [0, 1]")
+    batch_size: int = Field(default=64, gt=0, description="a positive integer (texts per encoder batch)")
+    device: str = Field(default="cpu", min_length=1, description="a torch device such as cpu or cuda:0")
 
 
 class OracleOptions(KindOptions):
@@ -74,6 +110,23 @@ class CorefOptions(KindOptions):
     """`coref:baseline`: the pronoun look-back window."""
 
     window: int = Field(default=PRONOUN_WINDOW, gt=0, description="a positive integer (mentions)")
+
+
+RAG_K = 5
+"""Default chunks a `rag:` model retrieves per round (128-token chunks: ~640 tokens of passages)."""
+
+
+class RagOptions(KindOptions):
+    """`rag:<retriever>+<generator>`: chunks per round, chunk size, iterative rounds. The inner specs' own
+    options ride along as `retriever.KEY=V` / `generator.KEY=V` (models/rag_spec.py strips them first)."""
+
+    k: int = Field(default=RAG_K, gt=0, description="a positive integer (chunks retrieved per round)")
+    iterative: bool = Field(default=False, description="true or false")
+    hops: int = Field(default=2, ge=2, description="an integer >= 2 (retrieval rounds; needs iterative=true)")
+    chunk_tokens: int | None = Field(default=None, gt=0, description="a positive integer (retriever tokens)")
+    chunk_overlap: int | None = Field(
+        default=None, ge=0, description="an integer >= 0 and below chunk_tokens (retriever tokens)"
+    )
 
 
 def parse_options(cls: type[KindOptions], values: dict[str, str], kind: str, raw: str) -> KindOptions:

@@ -3,8 +3,11 @@
     hf:<folder-or-hub-id>[?dtype=float32&max_length=8192&chat=auto&revision=main&gguf_file=F&batch_size=1]
     retriever:<sentence-transformers folder | minilm>[?batch_size=64&device=cpu]
     bm25[?k1=1.5&b=0.75]
+    hybrid[?alpha=0.5&fusion=rrf|minmax]
+    (retriever, bm25 and hybrid also take rerank=maxsim&rerank_depth=20: a second-stage reranker)
     oracle
     coref:baseline[?window=40]
+    rag:<retriever>+<generator>[?k=5&iterative=false&hops=2&chunk_tokens=N&chunk_overlap=N&retriever.K=V&generator.K=V]
 Every kind also takes `name=` (display and run-folder name). Short names: smollm2-135m, minilm, bm25, oracle,
 and the position-encoding references tiny-rope, tiny-rope-{linear,dynamic,yarn,yarn-notemp}, tiny-alibi;
 `default` = minilm,bm25,smollm2-135m. Parsing is a leaf: it imports no adapter module and no torch.
@@ -46,6 +49,8 @@ class ModelSpec:
     target: str
     options: KindOptions
     name: str
+    parts: tuple[ModelSpec, ...] = ()
+    """A composite kind's inner specs (`rag`: retriever, generator), parsed and checked with it."""
 
 
 def known_forms() -> str:
@@ -83,12 +88,18 @@ def parse_spec(raw: str) -> ModelSpec:
     if not adapter.needs_target and sep:
         raise ConfigError(f"model spec {raw!r}: {kind!r} takes no ':target'; expected {adapter.example}")
     values = {**_pairs(base_query, raw), **_pairs(user_query, raw)}  # the user's options override a short name's
+    if kind == "rag":  # a composite: its target is two specs, its query also carries theirs (models/rag_spec.py)
+        from longctx_eval.models.rag_spec import parse_rag
+
+        return parse_rag(text, target, values)
     options = parse_options(adapter.options, values, kind, text)
     if adapter.check_target is not None:
         adapter.check_target(target, text)
-    return ModelSpec(
-        raw=text, kind=kind, target=target, options=options, name=options.name or _default_name(short, kind, target)
-    )
+    name = options.name or _default_name(short, kind, target)
+    rerank = getattr(options, "rerank", None)
+    if rerank and not options.name:  # a reranked retriever is another system: `minilm?rerank=maxsim` -> minilm-maxsim
+        name = f"{name}-{rerank}"
+    return ModelSpec(raw=text, kind=kind, target=target, options=options, name=name)
 
 
 def _default_name(short: str | None, kind: str, target: str) -> str:
