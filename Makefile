@@ -7,6 +7,7 @@ TASKS ?= default
 LENGTHS ?= default
 SEED ?= 0
 LIMIT ?=
+SUITE ?=
 TASK_ARGS ?=
 OUT ?= results
 LEADERBOARD ?= leaderboards
@@ -30,7 +31,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	touch $@
 
 eval: venv
-	$(BIN)/longctx-eval run --model '$(MODEL)' --tasks '$(TASKS)' --lengths '$(LENGTHS)' \
+	$(BIN)/longctx-eval run $(if $(SUITE),--suite '$(SUITE)',--model '$(MODEL)' --tasks '$(TASKS)') --lengths '$(LENGTHS)' \
 		--seed $(SEED) $(if $(LIMIT),--limit $(LIMIT)) $(foreach a,$(TASK_ARGS),--task-arg '$(a)') \
 		--out '$(OUT)' $(RUN_ARGS); status=$$?; \
 	$(BIN)/longctx-eval leaderboard '$(OUT)' --out '$(LEADERBOARD)' && exit $$status

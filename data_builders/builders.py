@@ -17,7 +17,13 @@ from longctx_eval.registry import Registry
 from longctx_eval.text.tokenizer import Tokenizer
 
 # In-tree builder modules, imported on the first lookup; add yours here (or use the entry-point group).
-BUILTIN_MODULES: tuple[str, ...] = ("data_builders.needle_builder", "data_builders.coref_builder")
+BUILTIN_MODULES: tuple[str, ...] = (
+    "data_builders.needle_builder",
+    "data_builders.needle_variant_builder",
+    "data_builders.coref_builder",
+    "data_builders.cross_paragraph_builder",
+    "data_builders.retrieval_builder",
+)
 ENTRY_POINT_GROUP = "longctx_eval.builders"
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 

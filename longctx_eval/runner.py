@@ -97,7 +97,7 @@ def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> 
                 write_manifest(run_dir, manifest)
         finally:
             adapter.close()
-        report = score_run_dir(run_dir, include_paths=config.include_paths)
+        report = score_run_dir(run_dir, include_paths=config.include_paths, effective=config.effective)
     console.print(f"wrote {run_dir / 'run.json'}", highlight=False)
     print_summary(report)
     ran = {p.info.name for p in tasks}
@@ -194,7 +194,7 @@ def _generate(
     is_over = [capability.windowed and not bound.fits(r, n) for _, r, n in measured]
     over = [m for m, o in zip(measured, is_over, strict=True) if o]
     warnings = _over_window_warning(name, adapter, samples, requests, over)
-    fits = _serving_order([m for m, o in zip(measured, is_over, strict=True) if not o])
+    fits = _serving_order([m for m, o in zip(measured, is_over, strict=True) if not o], samples)
     batch_size = max(1, int(getattr(bound, "batch_size", 1) or 1))
     with progress_bar() as bar:
         job = bar.add_task(escape(f"{name} [{adapter.meta.name}]"), total=total, completed=total - len(todo))
@@ -213,13 +213,21 @@ def _generate(
     return warnings
 
 
-def _serving_order(measured: list[tuple[int, Request, int]]) -> list[tuple[int, Request, int]]:
-    """Requests grouped by context (several questions on one document run back to back, so an adapter can reuse
-    the shared prefix's KV cache), groups by their shortest prompt, then by length, sample and part."""
-    first: dict[str, tuple[int, int]] = {}
+def _serving_order(
+    measured: list[tuple[int, Request, int]], samples: Sequence[Sample]
+) -> list[tuple[int, Request, int]]:
+    """The order requests are served in, so an adapter can reuse the KV cache of a prefix shared with the last one.
+
+    Requests on one context (several questions on one document) run back to back; context groups run by target
+    length, then by depth (samples of one length share a haystack up to the shallower needle), then by prompt
+    length, sample and part.
+    """
+    first: dict[str, tuple[int, float, int, int]] = {}
     for i, r, n in measured:
+        length, depth = stratum_of(samples[i])
+        key = (length, 2.0 if depth is None else depth, n, i)
         held = first.get(r.context)
-        first[r.context] = (min(n, held[0]), min(i, held[1])) if held else (n, i)
+        first[r.context] = min(key, held) if held else key
     return sorted(measured, key=lambda m: (*first[m[1].context], m[2], m[0], m[1].part))
 
 

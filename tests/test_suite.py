@@ -9,12 +9,14 @@ import pytest
 from longctx_eval.cli import main
 from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError
+from longctx_eval.models.kinds import MODEL_KINDS
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.suite import load_suite
 
 
-def test_default_suite_names_known_models_and_tasks():
-    plans = load_suite("default", discover())
+@pytest.mark.parametrize("suite", ["default", "recall-full"])
+def test_shipped_suites_name_known_models_and_tasks(suite):
+    plans = load_suite(suite, discover())
     assert {"minilm", "bm25", "smollm2-135m"} <= set(plans)
     for spec, tasks in plans.items():
         parse_spec(spec)
@@ -23,8 +25,8 @@ def test_default_suite_names_known_models_and_tasks():
 
 
 def _capabilities(spec: str) -> set[str]:
-    kind = parse_spec(spec).kind
-    return {"hf": {"generate", "attention"}, "retriever": {"retrieve"}, "bm25": {"retrieve"}, "coref": {"coref"}}[kind]
+    """What the spec's kind declares it serves (read without loading the model)."""
+    return {str(c) for c in MODEL_KINDS.get(parse_spec(spec).kind).serves}
 
 
 def test_custom_suite_runs_with_per_task_lengths_and_limits(tmp_path):
