@@ -20,7 +20,7 @@ from benchmarks.runner import REPO, run_child
 from longctx_eval.assets import cache_dir
 from longctx_eval.io import atomic_write_text
 
-PARTS = ("chunking", "semantic", "build", "coref", "sources", "posprobe")
+PARTS = ("chunking", "semantic", "build", "coref", "sources", "posprobe", "peer_ruler", "retrieval_scale")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -37,6 +37,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--semantic-threads", type=int, default=1, help="torch threads for every semantic method")
     p.add_argument("--build-depths", type=int, default=3, help="needle samples built at the full length")
     p.add_argument("--build-backends", default="tiktoken,hf", help="GPT-2 backends to build with: tiktoken,hf")
+    p.add_argument("--ruler-lengths", default="1024,2048,4096", help="peer_ruler: lengths, comma-separated")
+    p.add_argument("--ruler-samples", type=int, default=4, help="peer_ruler: samples per length, each tool")
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     return p.parse_args(argv)
 
@@ -275,6 +277,33 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
                 "fresh process. `run s`: the `run` command alone; `whole process s`: interpreter start to exit.\n",
                 posprobe_table(pp),
             ]
+    if "peer_ruler" in parts:
+        from benchmarks.peer_ruler import peer_ruler_table
+
+        pr = parts["peer_ruler"]
+        lines += [
+            "## Needle vs lm-evaluation-harness RULER `niah_single_1` (SmolLM2, CPU)\n",
+            f"One run of each tool in a fresh process, the same lengths, {pr.get('samples_per_length')} samples per "
+            "length: ours is `longctx-eval run --model smollm2-135m --tasks needle --lengths ... --limit N`; "
+            "lm-eval is `lm_eval run --model hf --model_args pretrained=<the same fp32 folder> --tasks niah_single_1 "
+            "--apply_chat_template --batch_size 1`, samples picked per length with `--samples`. Seconds per sample "
+            "from our predictions and from the times of lm-eval's progress lines; prompt tokens re-counted on what "
+            "was sent (lm-eval's nominal length reserves 128 generation tokens); generated tokens include the end "
+            "token. Speed-up > 1 means ours is faster.\n",
+            peer_ruler_table(pr),
+        ]
+    if "retrieval_scale" in parts:
+        from benchmarks.retrieval_scale import table as retrieval_scale_table
+
+        rs = parts["retrieval_scale"]
+        lines += [
+            "## Retrieval at 128K and 1M tokens (MiniLM, BM25)\n",
+            "`python -m benchmarks.retrieval_scale`: the `retrieval` task's document at each length (MiniLM tokens, "
+            "austen haystack), its 24 queries answered by one retriever in a fresh process; `first`: empty index "
+            "cache (chunk, embed or index, then query); `cached`: a second process reading the index from the disk "
+            "cache. `first query s` includes indexing; `peak RSS`: the process's VmHWM (docs/retrieval.md).\n",
+            retrieval_scale_table(rs),
+        ]
     return "\n".join(lines)
 
 
@@ -314,6 +343,15 @@ def main(argv: list[str] | None = None) -> int:
         parts["sources"] = run_sources(corpus)
     if "posprobe" in wanted:
         parts["posprobe"] = run_posprobe()
+    if "peer_ruler" in wanted:
+        from benchmarks.peer_ruler import run_peer_ruler
+
+        lengths = [int(x) for x in args.ruler_lengths.split(",")]
+        parts["peer_ruler"] = run_peer_ruler(lengths, args.ruler_samples)
+    if "retrieval_scale" in wanted:
+        from benchmarks.retrieval_scale import run_retrieval_scale
+
+        parts["retrieval_scale"] = run_retrieval_scale()
     meta["seconds"] = round(time.perf_counter() - started, 1)
     meta["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     for name, data in parts.items():

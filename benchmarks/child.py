@@ -67,7 +67,11 @@ def _job(name: str) -> Any:
         from benchmarks.posprobe import posprobe_job
 
         return posprobe_job
-    raise SystemExit(f"unknown job {name!r}; expected chunk, semantic, build, sources or posprobe")
+    if name == "prefix_cache":
+        from benchmarks.peer_ruler import prefix_cache_job
+
+        return prefix_cache_job
+    raise SystemExit(f"unknown job {name!r}; expected chunk, semantic, build, sources, posprobe or prefix_cache")
 
 
 def main(argv: list[str]) -> None:

@@ -55,3 +55,22 @@ def test_harness_runs_and_checks_offsets(gpt2_ready: None, tmp_path: Path) -> No
     assert "semchunk" in result["chunking"]["ratios"]
     table = (tmp_path / "README.md").read_text()
     assert "| method |" in table and "semchunk" in table
+
+
+def test_peer_ruler_reads_lm_eval_progress_and_compares() -> None:
+    """lm-eval's per-request times come from its tqdm lines; the table states the speed-up per length."""
+    from benchmarks.peer_ruler import _tick_seconds, _tqdm_ticks, compare, peer_ruler_table
+
+    bar = "Running generate_until requests: {p}%|##| {k}/4 [00:01<00:02, 1.0s/it]"
+    lines = [(1.0, "INFO Running generate_until requests")] + [
+        (10.0 + 2 * k, bar.format(p=25 * k, k=k)) for k in (0, 1, 3, 4)
+    ]
+    ticks = _tqdm_ticks(lines)
+    assert ticks[0] == (10.0, 0) and [_tick_seconds(ticks, k) for k in (1, 2, 3, 4)] == [2.0, 2.0, 2.0, 2.0]
+    row = {"samples": 2, "prompt_tokens_mean": 1000.0, "generated_tokens_mean": 5.0, "score": 1.0}
+    ours = {"per_length": {"1024": {**row, "seconds_per_sample": 1.0}}, "startup_s": 5.0, "process_s": 9.0}
+    theirs = {"per_length": {"1024": {**row, "seconds_per_sample": 3.0}}, "startup_s": 40.0, "process_s": 60.0}
+    cmp = compare(ours, theirs)
+    assert cmp["1024"]["speedup_theirs_s_over_ours_s"] == 3.0 and cmp["1024"]["time_ratio_ours_over_theirs"] == 0.333
+    table = peer_ruler_table({"lengths": [1024], "ours": ours, "theirs": theirs, "comparison": cmp})
+    assert "**3.00x**" in table and "ours 5.0 s, lm-eval 40.0 s" in table

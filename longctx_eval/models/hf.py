@@ -14,6 +14,7 @@ from longctx_eval.assets import file_sha256
 from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.base import ModelAdapter, model_meta
+from longctx_eval.models.hf_prefix_cache import PrefixCache
 from longctx_eval.models.model_source import hf_source, hf_tokenizer_pair, load_error
 from longctx_eval.models.options import HFOptions
 from longctx_eval.models.spec import ModelSpec
@@ -34,7 +35,8 @@ class HFCausalLM(ModelAdapter):
         from transformers import AutoModelForCausalLM
 
         self._torch = torch
-        torch.set_num_threads(max(1, os.cpu_count() or 1))
+        if not os.environ.get("OMP_NUM_THREADS"):  # a thread count the user set is kept (shared machines)
+            torch.set_num_threads(max(1, os.cpu_count() or 1))
         o: HFOptions = spec.options
         hf_tok, tok = hf_tokenizer_pair(spec)
         template = getattr(hf_tok, "chat_template", None)
@@ -58,7 +60,10 @@ class HFCausalLM(ModelAdapter):
         self.use_chat = o.chat == "true" or (o.chat == "auto" and bool(template))
         self.batch_size = o.batch_size
         self.eos_ids = self._eos_ids()
-        probe_settings = {k: v for k, v in self.probe.config.settings().items() if k in o.model_fields_set}
+        explicit = {k: v for k, v in self.probe.config.settings().items() if k in o.model_fields_set}
+        self.prefix_cache = PrefixCache(self.model.config) if o.prefix_cache == "true" else None
+        if "prefix_cache" in o.model_fields_set:  # outputs are the same either way; only a set value is recorded
+            explicit["prefix_cache"] = o.prefix_cache == "true"
         meta = model_meta(
             spec,
             tok,
@@ -69,8 +74,8 @@ class HFCausalLM(ModelAdapter):
             dtype=o.dtype,
             chat_template_sha256=hashlib.sha256(template.encode()).hexdigest() if template else None,
             context_window=o.max_length or getattr(self.model.config, "max_position_embeddings", None),
-            # probe settings enter the identity only when set, so generation keys of existing runs stay valid
-            settings={"decoding": "greedy", "chat": self.use_chat, **probe_settings},
+            # probe and prefix-cache settings enter the identity only when set, so keys of existing runs stay valid
+            settings={"decoding": "greedy", "chat": self.use_chat, **explicit},
         )
         super().__init__(meta, tok)
         self._rendered: dict[tuple[str, str], list[int]] = {}
@@ -109,7 +114,14 @@ class HFCausalLM(ModelAdapter):
         return self.probe.run(requests)
 
     def generate(self, requests: Sequence[Request]) -> list[Prediction]:
-        """Greedy completions, `batch_size` prompts of similar length per forward; the same text as one by one."""
+        """Greedy completions, `batch_size` prompts of similar length per forward; the same text as one by one.
+
+        At batch_size 1, in the order given, a prompt sharing at least 256 leading tokens with the previous one
+        reuses that prefix's KV cache (`prefix_cache=true`, the default) and prefills only the rest."""
+        if self.batch_size == 1:
+            return [self._generate_batch([r], reuse=self.prefix_cache is not None)[0] for r in requests]
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
         order = sorted(range(len(requests)), key=lambda i: len(self.render(requests[i])))
         out: dict[int, Prediction] = {}
         for start in range(0, len(order), self.batch_size):
@@ -117,10 +129,13 @@ class HFCausalLM(ModelAdapter):
             out.update(zip(chunk, self._generate_batch([requests[i] for i in chunk]), strict=True))
         return [out[i] for i in range(len(requests))]
 
-    def _generate_batch(self, requests: Sequence[Request]) -> list[Prediction]:
+    def _generate_batch(self, requests: Sequence[Request], reuse: bool = False) -> list[Prediction]:
         torch = self._torch
         t0 = time.perf_counter()
         rows = [self.render(r) for r in requests]
+        cache_kw: dict[str, Any] = {}
+        if reuse and self.prefix_cache is not None:  # batch of one: no padding, so cached positions line up
+            cache_kw["cache"] = self.prefix_cache.take(rows[0])[0]
         width = max(len(r) for r in rows)
         pad = self.hf_tok.pad_token_id if self.hf_tok.pad_token_id is not None else (self.eos_ids or [0])[0]
         # left padding keeps every prompt's last token adjacent to its first generated token
@@ -138,17 +153,30 @@ class HFCausalLM(ModelAdapter):
                 top_k=None,
                 pad_token_id=pad,
                 eos_token_id=self.eos_ids or None,
+                return_dict_in_generate=True,
+                **cache_kw,
             )
+        if "cache" in cache_kw and self.prefix_cache is not None:
+            self.prefix_cache.keep(rows[0], getattr(gen, "cache", None) or cache_kw["cache"])
         seconds = (time.perf_counter() - t0) / len(requests)
         preds = []
-        for req, row, new in zip(requests, rows, gen[:, width:].tolist(), strict=True):
-            new = new[: req.max_new_tokens]
-            cut = next((i for i, t in enumerate(new) if t in self.eos_ids), len(new))
-            text = self.hf_tok.decode(new[:cut], skip_special_tokens=True)
-            preds.append(Prediction(text=text, prompt_tokens=len(row), completion_tokens=cut, seconds=seconds))
+        for req, row, new in zip(requests, rows, gen.sequences[:, width:].tolist(), strict=True):
+            text, n = self._completion(new[: req.max_new_tokens])
+            preds.append(Prediction(text=text, prompt_tokens=len(row), completion_tokens=n, seconds=seconds))
         return preds
 
+    def _completion(self, new: list[int]) -> tuple[str, int]:
+        """The reply text (up to the first end-of-sequence token) and the tokens generated for it: the text's
+        tokens plus that end token when the model emitted one (a decode step like any other); padding after it
+        in a batch is not counted."""
+        cut = next((i for i, t in enumerate(new) if t in self.eos_ids), None)
+        if cut is None:
+            return self.hf_tok.decode(new, skip_special_tokens=True), len(new)
+        return self.hf_tok.decode(new[:cut], skip_special_tokens=True), cut + 1
+
     def close(self) -> None:
+        if self.prefix_cache is not None:
+            self.prefix_cache.clear()
         del self.model
 
 
