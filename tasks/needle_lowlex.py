@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from data_builders import get_source
 from data_builders.needle_lowlex import lowlex_cells
-from longctx_eval import Sample, Task, Tokenizer, any_of, task
+from longctx_eval import Task, Tokenizer, any_of, task
 
+from ._needle_dataset import cell_samples
 from ._needle_scoring import family_requests, single_metrics, single_score
 
 
@@ -26,14 +24,7 @@ def needle_lowlex(
     per_cell: int = 1,
     source: str = "austen",
 ) -> Task:
-    def samples() -> Iterator[Sample]:
-        if tokenizer is None:
-            raise ValueError("needle_lowlex samples are measured in the evaluated model's tokenizer; none was given")
-        src = get_source(source)
-        # The `needle_lowlex` dataset builder uses the same cells.
-        for cell in lowlex_cells(src, tokenizer, lengths, depths, per_cell, seed):
-            yield cell.sample(source=src.name, source_sha256=src.sha256, tokenizer=tokenizer.name)
-
+    samples = cell_samples("needle_lowlex", lowlex_cells, tokenizer, source, lengths, depths, per_cell, seed)
     return Task(
         dataset=samples,
         prompt=family_requests,

@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from data_builders import get_source
 from data_builders.needle_multikey import multikey_cells
 from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, contains_answer, rate, task
 
+from ._needle_dataset import cell_samples
 from ._needle_scoring import family_requests, single_metrics, single_score
 
 
@@ -36,14 +34,7 @@ def needle_multikey(
     per_cell: int = 1,
     source: str = "austen",
 ) -> Task:
-    def samples() -> Iterator[Sample]:
-        if tokenizer is None:
-            raise ValueError("needle_multikey samples are measured in the evaluated model's tokenizer; none was given")
-        src = get_source(source)
-        # The `needle_multikey` dataset builder uses the same cells.
-        for cell in multikey_cells(src, tokenizer, lengths, depths, per_cell, seed):
-            yield cell.sample(source=src.name, source_sha256=src.sha256, tokenizer=tokenizer.name)
-
+    samples = cell_samples("needle_multikey", multikey_cells, tokenizer, source, lengths, depths, per_cell, seed)
     score, exact, empty, *retrieval = single_metrics()
     return Task(
         dataset=samples,

@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from data_builders import get_source
 from data_builders.needle_multiquery import multiquery_cells
 from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, mean, recall_at, task
 from longctx_eval.metrics.answer_parsing import match_answer
 
+from ._needle_dataset import cell_samples
 from ._needle_scoring import SINGLE_KS, family_requests, part_answers, per_part_oracle
 
 
@@ -51,16 +49,7 @@ def needle_multiquery(
     per_length: int = 6,
     source: str = "austen",
 ) -> Task:
-    def samples() -> Iterator[Sample]:
-        if tokenizer is None:
-            raise ValueError(
-                "needle_multiquery samples are measured in the evaluated model's tokenizer; none was given"
-            )
-        src = get_source(source)
-        # The `needle_multiquery` dataset builder uses the same cells.
-        for cell in multiquery_cells(src, tokenizer, lengths, per_length, seed):
-            yield cell.sample(source=src.name, source_sha256=src.sha256, tokenizer=tokenizer.name)
-
+    samples = cell_samples("needle_multiquery", multiquery_cells, tokenizer, source, lengths, per_length, seed)
     return Task(
         dataset=samples,
         prompt=family_requests,

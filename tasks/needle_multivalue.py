@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from data_builders import get_source
 from data_builders.needle_multivalue import multivalue_cells
 from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, is_empty, mean, rate, task
 
+from ._needle_dataset import cell_samples
 from ._needle_scoring import all_spans_oracle, family_requests, several_values, spans_recall
 
 KS = (1, 3, 5, 10)
@@ -37,16 +35,7 @@ def needle_multivalue(
     per_length: int = 6,
     source: str = "austen",
 ) -> Task:
-    def samples() -> Iterator[Sample]:
-        if tokenizer is None:
-            raise ValueError(
-                "needle_multivalue samples are measured in the evaluated model's tokenizer; none was given"
-            )
-        src = get_source(source)
-        # The `needle_multivalue` dataset builder uses the same cells.
-        for cell in multivalue_cells(src, tokenizer, lengths, per_length, seed):
-            yield cell.sample(source=src.name, source_sha256=src.sha256, tokenizer=tokenizer.name)
-
+    samples = cell_samples("needle_multivalue", multivalue_cells, tokenizer, source, lengths, per_length, seed)
     return Task(
         dataset=samples,
         prompt=family_requests,
