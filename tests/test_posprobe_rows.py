@@ -110,6 +110,26 @@ def test_rope_variants_are_identity_inside_the_window_and_differ_beyond():
     assert not np.allclose(long_rows["yarn"], long_rows["yarn_notemp"])  # the temperature is in the logits
 
 
+def test_dynamic_rope_honours_train_length_like_transformers_dynamic_ntk():
+    """rope=dynamic with train_length=16 on a model whose config says 32 equals transformers' own dynamic NTK on
+    the same weights with a 16-token window (NTK alpha 4 at 64 tokens, not the config window's 2)."""
+    model = _model(False, kv_heads=4)
+    model.set_attn_implementation(ATTENTION_NAME)
+    ids = torch.randint(0, 50, (64,), generator=torch.Generator().manual_seed(5)).tolist()
+    base = dict(model.config.rope_parameters)
+    ref_cfg = LlamaConfig(**{**model.config.to_dict(), "max_position_embeddings": 16})
+    ref_cfg.rope_parameters = {"rope_type": "dynamic", "factor": 1.0, "rope_theta": base["rope_theta"]}
+    reference = LlamaForCausalLM(ref_cfg).eval()
+    reference.load_state_dict(model.state_dict())
+    reference.set_attn_implementation(ATTENTION_NAME)
+    expected = forward_rows(reference, ids, [63]).rows
+    with rope_applied(model, variant_parameters(base, "dynamic", 64, 16), train_length=16):
+        np.testing.assert_allclose(forward_rows(model, ids, [63]).rows, expected, atol=1e-5)
+    with rope_applied(model, variant_parameters(base, "dynamic", 64, 32), train_length=32):
+        config_window = forward_rows(model, ids, [63]).rows
+    assert not np.allclose(config_window, expected, atol=1e-4)  # the window matters: this was the bug
+
+
 def test_variant_parameters_follow_hf_conventions():
     base = {"rope_type": "default", "rope_theta": 1e4}
     assert variant_parameters(base, "linear", 512, 128) == {"rope_type": "linear", "factor": 4.0, "rope_theta": 1e4}

@@ -179,7 +179,7 @@ class AttentionProbe:
         params = self.params_for(len(ids))
         queries = [a - 1 for a in answer]
         t0, peak = time.perf_counter(), PeakRSS()
-        with peak, rope_applied(self.model, params):
+        with peak, rope_applied(self.model, params, self.config.train_length):
             fwd = forward_rows(self.model, ids, queries)
         seconds = time.perf_counter() - t0
         data = summarize(fwd, ids, needle, answer, calibration.heads)
@@ -198,7 +198,7 @@ class AttentionProbe:
         """Plain perplexity of a needle-free text: all its tokens, and those in the last L_train positions."""
         ids = [int(t) for t in request.extra["input_ids"]]
         t0 = time.perf_counter()
-        with rope_applied(self.model, self.params_for(len(ids))):
+        with rope_applied(self.model, self.params_for(len(ids)), self.config.train_length):
             nll = forward_rows(self.model, ids, []).nll
         tail = nll[max(0, len(ids) - 1 - self.config.train_length) :]
         data = {
@@ -236,7 +236,7 @@ class AttentionProbe:
         lae_ref = float(np.mean(lae_none))
         c = self.config
         if c.variant != "none" and (c.factor is not None or length > c.train_length):  # else the variant is a no-op
-            with rope_applied(self.model, params):
+            with rope_applied(self.model, params, self.config.train_length):
                 lae_ref = float(np.mean([self._lae(s, where) for s in block["sequences"]]))
         return Calibration(heads, scores.tolist(), length, len(block["sequences"]), lae_ref)
 

@@ -33,7 +33,8 @@ def variant_parameters(
         return {**params, "rope_type": "linear", "factor": s}
     if variant == "dynamic":
         # HF's dynamic NTK rescales the base from the live sequence length; factor 1 gives plain NTK-aware
-        # scaling with s = L / L_train (identical to static NTK for one full forward pass).
+        # scaling with s = L / L_train (identical to static NTK for one full forward pass). L_train reaches it
+        # through `rope_applied(..., train_length=...)`: HF reads it from max_position_embeddings.
         return {**params, "rope_type": "dynamic", "factor": float(factor) if factor is not None else 1.0}
     yarn = {**params, "rope_type": "yarn", "factor": s, "original_max_position_embeddings": train_length}
     if variant == "yarn_notemp":
@@ -57,17 +58,24 @@ def check_variant(config: Any, variant: str) -> None:
 
 
 @contextmanager
-def rope_applied(model: torch.nn.Module, parameters: dict[str, Any]) -> Iterator[None]:
-    """Within the block the model's rotary embedding uses `parameters` (a fresh module; restored after)."""
+def rope_applied(model: torch.nn.Module, parameters: dict[str, Any], train_length: int | None = None) -> Iterator[None]:
+    """Within the block the model's rotary embedding uses `parameters` (a fresh module; restored after).
+
+    For `dynamic`, `train_length` is the window the NTK alpha is measured against (HF takes it from
+    `max_position_embeddings`, so a model trained on fewer tokens than its config states is scaled from there).
+    """
     base = model.base_model
     original = getattr(base, "rotary_emb", None)
     if original is None:
         raise ConfigError(f"{type(model).__name__} has no `rotary_emb`; RoPE variants cannot be applied to it")
-    if dict(model.config.rope_parameters) == parameters:
+    dynamic_window = train_length if parameters.get("rope_type") == "dynamic" else None
+    if dict(model.config.rope_parameters) == parameters and dynamic_window is None:
         yield
         return
     cfg = copy.deepcopy(model.config)
     cfg.rope_parameters = parameters
+    if dynamic_window is not None:
+        cfg.max_position_embeddings = dynamic_window
     base.rotary_emb = type(original)(cfg).to(next(model.parameters()).device)
     try:
         yield
