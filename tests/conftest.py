@@ -75,3 +75,7 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
     )
     LlamaForCausalLM(cfg).save_pretrained(out)
     return out
+
+
+# Real OpenAI-compatible servers on loopback (our `serve`, llama.cpp's server, the fault proxy): tests/servers.py.
+from servers import fault_proxy, llama_cpp_server, serve_hf  # noqa: E402, F401  (tests/ is on sys.path)

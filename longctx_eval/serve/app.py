@@ -1,0 +1,178 @@
+"""The aiohttp application of `longctx-eval serve`: OpenAI-compatible routes over one `HFEngine`.
+
+Routes: GET /v1/models, GET /health, POST /v1/chat/completions, POST /v1/completions (both also streamed as
+server-sent events, `data: {...}` chunks ending in `data: [DONE]`), POST /tokenize and POST /detokenize
+(vLLM's shapes). Generation requests wait in arrival order for the one model (an asyncio lock is FIFO).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from contextlib import aclosing
+from typing import Any
+
+from aiohttp import web
+
+from longctx_eval.serve.engine import Completion, GenerationError, HFEngine
+from longctx_eval.serve.protocol import (
+    APIError,
+    Job,
+    bad,
+    check_model,
+    chunk,
+    models_list,
+    new_id,
+    now,
+    parse_generation,
+    response,
+    tokenize_ids,
+    usage_chunk,
+)
+
+log = logging.getLogger("longctx_eval.serve")
+ENGINE = web.AppKey("engine", HFEngine)
+STARTED = web.AppKey("started", int)
+
+
+def error_response(exc: APIError) -> web.Response:
+    """An APIError as OpenAI's JSON error body with its status."""
+    return web.json_response(exc.body(), status=exc.status)
+
+
+async def _json_body(request: web.Request) -> dict[str, Any]:
+    try:
+        body = await request.json()
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise bad(f"the request body is not valid JSON: {exc}") from None
+    if not isinstance(body, dict):
+        raise bad("the request body must be a JSON object")
+    return body
+
+
+@web.middleware
+async def openai_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    """Every refusal and failure leaves as OpenAI's JSON error shape (unknown routes too)."""
+    try:
+        return await handler(request)
+    except APIError as exc:
+        return error_response(exc)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        kind = "invalid_request_error" if exc.status < 500 else "server_error"
+        return error_response(APIError(exc.status, f"{request.method} {request.path}: {exc.reason}", type=kind))
+    except GenerationError as exc:
+        log.exception("generation failed")
+        return error_response(APIError(500, str(exc), type="server_error"))
+
+
+async def list_models(request: web.Request) -> web.Response:
+    """GET /v1/models."""
+    return web.json_response(models_list(request.app[ENGINE], request.app[STARTED]))
+
+
+async def health(request: web.Request) -> web.Response:
+    """GET /health: 200 once the model is loaded (it is loaded before the server listens)."""
+    return web.Response(text="ok")
+
+
+async def tokenize(request: web.Request) -> web.Response:
+    """POST /tokenize: {"prompt"} or {"messages"} -> {"tokens", "count", "max_model_len"} (vLLM's shape)."""
+    engine = request.app[ENGINE]
+    ids = tokenize_ids(await _json_body(request), engine)
+    return web.json_response({"tokens": ids, "count": len(ids), "max_model_len": engine.window})
+
+
+async def detokenize(request: web.Request) -> web.Response:
+    """POST /detokenize: {"tokens": [...]} -> {"prompt": text} (vLLM's shape)."""
+    engine = request.app[ENGINE]
+    body = await _json_body(request)
+    check_model(body, engine, required=False)
+    tokens = body.get("tokens")
+    if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
+        raise bad('/detokenize takes {"tokens": [int, ...]}', "tokens")
+    return web.json_response({"prompt": engine.hf_tok.decode(tokens)})
+
+
+async def chat_completions(request: web.Request) -> web.StreamResponse:
+    """POST /v1/chat/completions."""
+    return await _generate(request, "chat")
+
+
+async def completions(request: web.Request) -> web.StreamResponse:
+    """POST /v1/completions."""
+    return await _generate(request, "completion")
+
+
+async def _generate(request: web.Request, kind: Any) -> web.StreamResponse:
+    engine = request.app[ENGINE]
+    job = parse_generation(await _json_body(request), engine, kind)
+    rid, created = new_id(kind), now()
+    out = Completion(prompt_tokens=len(job.ids))
+    t0 = time.perf_counter()
+    async with engine.lock:
+        waited = time.perf_counter() - t0
+        if job.stream:
+            resp = await _stream(request, engine, job, out, rid, created)
+        else:
+            async with aclosing(engine.stream(job.ids, job.sampling, out)) as pieces:
+                async for _ in pieces:
+                    pass
+            resp = web.json_response(response(job, out, rid, created, engine.name))
+    log.info(
+        "%s %s prompt=%d completion=%d finish=%s queued=%.3fs total=%.3fs",
+        request.method,
+        request.path,
+        out.prompt_tokens,
+        out.completion_tokens,
+        out.finish_reason,
+        waited,
+        time.perf_counter() - t0,
+    )
+    return resp
+
+
+async def _stream(
+    request: web.Request, engine: HFEngine, job: Job, out: Completion, rid: str, created: int
+) -> web.StreamResponse:
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+
+    async def send(obj: Any) -> None:
+        await resp.write(f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode())
+
+    first = True
+    try:
+        async with aclosing(engine.stream(job.ids, job.sampling, out)) as pieces:
+            async for text in pieces:
+                if text or first:  # the first chunk goes out with the first token, so its arrival is the TTFT
+                    await send(chunk(job, rid, created, engine.name, text, first=first))
+                    first = False
+        await send(chunk(job, rid, created, engine.name, None if job.kind == "chat" else "", finish=out.finish_reason))
+        if job.include_usage:
+            await send(usage_chunk(job, rid, created, engine.name, out))
+    except GenerationError as exc:
+        log.exception("generation failed mid-stream")
+        await send(APIError(500, str(exc), type="server_error").body())
+    except ConnectionError as exc:  # the client went away: generation was stopped
+        log.info("client disconnected mid-stream: %s", exc)
+        return resp
+    await resp.write(b"data: [DONE]\n\n")
+    await resp.write_eof()
+    return resp
+
+
+def build_app(engine: HFEngine) -> web.Application:
+    """The server application over a loaded engine."""
+    app = web.Application(middlewares=[openai_errors], client_max_size=64 * 1024 * 1024)
+    app[ENGINE] = engine
+    app[STARTED] = now()
+    app.router.add_get("/v1/models", list_models)
+    app.router.add_get("/health", health)
+    app.router.add_post("/v1/chat/completions", chat_completions)
+    app.router.add_post("/v1/completions", completions)
+    app.router.add_post("/tokenize", tokenize)
+    app.router.add_post("/detokenize", detokenize)
+    return app
