@@ -156,6 +156,75 @@ class Coverage(_Strict):
         return self
 
 
+class CompositeWeights(_Strict):
+    """Weights of the composite's components; the composite divides by their sum."""
+
+    throughput: float = Field(ge=0)
+    latency: float = Field(ge=0)
+    recall: float = Field(ge=0)
+    fidelity: float = Field(ge=0)
+
+
+class CompositeScore(_Strict):
+    """A served run's composite score and every component beside it (docs/served.md#composite-score)."""
+
+    value: float = Field(description="sum(weight x component) / sum(weights), in [0, 1]")
+    weights: CompositeWeights
+    throughput: float = Field(description="clip(output_tokens_per_s / 1000, 0, 1)")
+    latency: float = Field(description="clip(1 - latency_p95_s / 0.2, 0, 1)")
+    recall: float = Field(description="the task's primary metric, pooled (a 0-1 score)")
+    fidelity: float = Field(description="mean MiniLM cosine of answer and reference, each clipped to [0, 1]")
+    output_tokens_per_s: float = Field(description="aggregate output tokens/s the throughput component scores")
+    latency_metric: str = Field(description="the latency whose P95 is scored: ttft (first token) or e2e")
+    latency_p95_s: float = Field(description="P95 of that latency, seconds")
+    recall_metric: str = Field(description="the primary metric used as recall")
+    fidelity_n: int = Field(ge=0, description="samples the fidelity averages over")
+
+
+class LatencyStats(_Strict):
+    """Percentiles of one latency (seconds) or speed over a task's served requests (metrics/latency.py)."""
+
+    n: int = Field(ge=1)
+    mean: float
+    p50: float
+    p95: float
+    p99: float
+
+
+class ServingThroughput(_Strict):
+    """Aggregate throughput over the time at least one request was in flight (`wall_s`)."""
+
+    requests_per_s: float | None = None
+    output_tokens_per_s: float | None = None
+    total_tokens_per_s: float | None = Field(default=None, description="prompt + output tokens per second")
+
+
+class ServingStats(_Strict):
+    """A served model's (`openai:`) latency, throughput, retries, failures and length checks for one task."""
+
+    requests: int = Field(ge=0)
+    ok: int = Field(ge=0)
+    failed: int = Field(ge=0, description="requests that failed after every attempt (recorded, re-run on resume)")
+    failure_kinds: dict[str, int] = Field(default_factory=dict)
+    attempts: int = Field(ge=0)
+    retries: int = Field(ge=0)
+    retries_by_reason: dict[str, int] = Field(
+        default_factory=dict, description="429, 5xx, timeout, connection, broken_stream, invalid_json"
+    )
+    ttft_s: LatencyStats | None = Field(default=None, description="first-token latency")
+    e2e_s: LatencyStats | None = Field(default=None, description="last-token (end-to-end) latency")
+    itl_s: LatencyStats | None = Field(default=None, description="inter-token latency (gaps between chunks)")
+    tpot_s: LatencyStats | None = Field(default=None, description="(e2e - ttft) / (output tokens - 1)")
+    output_tokens_per_s: LatencyStats | None = Field(default=None, description="per request: output tokens / e2e")
+    prompt_tokens: int = Field(ge=0, description="server-reported prompt tokens of the successful requests")
+    completion_tokens: int = Field(ge=0)
+    wall_s: float = Field(ge=0, description="time at least one request was in flight")
+    throughput: ServingThroughput
+    length_checked: int = Field(default=0, ge=0, description="requests whose server reported prompt tokens")
+    length_mismatches: int = Field(default=0, ge=0, description="of those, beyond the length tolerance")
+    length_mismatch_samples: list[str] = Field(default_factory=list, description="their sample ids (first 50)")
+
+
 class TaskResult(_Strict):
     name: str
     version: str
@@ -190,6 +259,12 @@ class TaskResult(_Strict):
     )
     effective_length: list[EffectiveLength] = Field(
         default_factory=list, description="absolute and relative effective length of the primary metric"
+    )
+    composite: CompositeScore | None = Field(
+        default=None, description="served runs: the composite serving score with its components (optional)"
+    )
+    serving: ServingStats | None = Field(
+        default=None, description="served models: latency percentiles, throughput, retries, length checks"
     )
 
     @model_validator(mode="after")

@@ -22,9 +22,11 @@ from longctx_eval.errors import LongctxError, RunFileError
 from longctx_eval.hashing import sha256_json, sha256_text
 from longctx_eval.manifest import Manifest, TaskEntry, read_manifest
 from longctx_eval.metrics.aggregate import Metric, rate
+from longctx_eval.metrics.composite import CompositeConfig, with_composite
 from longctx_eval.metrics.contrast_values import contrast_results
 from longctx_eval.metrics.curve_points import curve_results
 from longctx_eval.metrics.effective_length import EffectiveLengthConfig, effective_lengths
+from longctx_eval.metrics.latency import serving_section
 from longctx_eval.metrics.metric_rows import metric_row
 from longctx_eval.metrics.slicing import evaluated, length_of, slice_rows
 from longctx_eval.predictions import PredictionStore, combine_parts, record_to_prediction
@@ -61,7 +63,10 @@ class ScoreReport:
 
 
 def score_run_dir(
-    run_dir: Path, include_paths: Sequence[str] = (), effective: EffectiveLengthConfig | None = None
+    run_dir: Path,
+    include_paths: Sequence[str] = (),
+    effective: EffectiveLengthConfig | None = None,
+    composite: CompositeConfig | None = None,
 ) -> ScoreReport:
     """Recompute every task's metrics in a run folder and write RUN_DIR/run.json atomically.
 
@@ -83,7 +88,7 @@ def score_run_dir(
         try:
             if entry.name not in registry:
                 raise RunFileError(f"task {entry.name!r} is not discoverable; pass its --include-path")
-            result = _score_task(run_dir, manifest, entry, registry.get(entry.name), store, effective)
+            result = _score_task(run_dir, manifest, entry, registry.get(entry.name), store, effective, composite)
             held = previous.get(entry.name)
             if held is not None and held.scorer_sha256 not in (None, result.scorer_sha256):
                 report_warnings.append(
@@ -190,6 +195,7 @@ def _score_task(
     info: TaskInfo,
     store: PredictionStore,
     effective: EffectiveLengthConfig,
+    composite: CompositeConfig | None = None,
 ) -> TaskResult:
     """One task's TaskResult from its samples file and predictions, checked to belong to its manifest entry."""
     if entry.status != "generated":
@@ -267,7 +273,9 @@ def _score_task(
         curves=curve_results(scored, task.curves),
         contrasts=contrast_results(scored, task.contrasts, {m.name: m for m in task.metrics}),
         effective_length=_effective(scored, primary, effective, covered),
+        serving=serving_section(store.records[k] for _, keys in pairs for k in keys),  # served models only
     )
+    result = with_composite(result, primary.name, [s for s, _ in scored], records, composite)  # served runs only
     write_scores(scores_path(run_dir, entry.name), records)
     return result
 

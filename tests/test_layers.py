@@ -23,7 +23,17 @@ REPO = Path(__file__).resolve().parent.parent
 LAYERS = ("longctx_eval", "data_builders", "tasks")  # each may import only itself and the layers before it
 ADAPTERS = tuple(
     f"longctx_eval.models.{name}"
-    for name in ("hf", "dense", "bm25", "hybrid", "rag", "coref_baseline", "posprobe_forward")
+    for name in (
+        "hf",
+        "dense",
+        "bm25",
+        "hybrid",
+        "rag",
+        "coref_baseline",
+        "posprobe_forward",
+        "openai_adapter",
+        "openai_client",
+    )
 )
 SPEC = "longctx_eval.models.spec"
 IMPORT_CALLS = {"import_module", "__import__"}
@@ -260,9 +270,9 @@ def test_parsing_a_spec_loads_no_adapter_and_no_torch():
     code = (
         "import sys\n"
         "from longctx_eval.models.spec import parse_spec\n"
-        "for raw in ('bm25', 'oracle', 'bm25?name=x'):\n"
+        "for raw in ('bm25', 'oracle', 'bm25?name=x', 'openai:m@http://127.0.0.1:9/v1?max_in_flight=4'):\n"
         "    parse_spec(raw)\n"
-        f"print(sorted(m for m in sys.modules if m in {ADAPTERS!r} or m == 'torch' or m.startswith('torch.')))\n"
+        f"print(sorted(m for m in sys.modules if m in {ADAPTERS!r} or m.partition('.')[0] in ('torch', 'openai')))\n"
     )
     run = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, check=False)
     assert run.returncode == 0, run.stderr[-2000:]

@@ -1,4 +1,4 @@
-"""The adapter kinds (`hf`, `retriever`, `bm25`, `hybrid`, `oracle`, `coref`, `rag`) in the generic registry.
+"""The adapter kinds (`hf`, `retriever`, `bm25`, `hybrid`, `oracle`, `coref`, `rag`, `openai`) in the generic registry.
 
 A kind names its options model, its adapter class and its tokenizer loader as lazy "module:attribute"
 references, so looking a kind up imports no adapter. Third-party kinds register an `AdapterKind` under the
@@ -70,6 +70,12 @@ def _check_local_target(target: str, raw: str) -> None:
     check_target(target, raw)
 
 
+def _check_openai_target(target: str, raw: str) -> None:
+    from longctx_eval.models.openai_target import check_target
+
+    check_target(target, raw)
+
+
 def _check_coref_target(target: str, raw: str) -> None:
     if target != "baseline":
         raise ConfigError(f"model spec {raw!r}: unknown coref system {target!r}; expected coref:baseline")
@@ -85,7 +91,7 @@ _BUILTIN = (
         adapter="longctx_eval.models.hf:HFCausalLM",
         tokenizer="longctx_eval.models.model_source:hf_tokenizer",
         example="hf:<folder-or-hub-id>[?dtype=float32&max_length=N&chat=auto&revision=R&gguf_file=F&batch_size=1"
-        "&rope=none|linear|dynamic|yarn|yarn_notemp&rope_factor=F&train_length=N&prefix_cache=true&name=N]",
+        "&rope=none|linear|dynamic|ntk|yarn|yarn_notemp&rope_factor=F&train_length=N&prefix_cache=true&name=N]",
         check_target=_check_local_target,
         serves=frozenset({Capability.GENERATE, Capability.ATTENTION}),
     ),
@@ -145,6 +151,18 @@ _BUILTIN = (
         tokenizer="longctx_eval.models.rag:rag_tokenizer",
         example="rag:<retriever>+<generator>[?k=5&iterative=false&hops=2&chunk_tokens=N&chunk_overlap=N"
         "&retriever.KEY=V&generator.KEY=V&name=N]",
+        serves=frozenset({Capability.GENERATE}),
+    ),
+    AdapterKind(
+        name="openai",
+        options=opt.OpenAIOptions,
+        needs_target=True,
+        adapter="longctx_eval.models.openai_adapter:OpenAIModel",
+        tokenizer="longctx_eval.models.openai_prompt:served_tokenizer",
+        example="openai:<model>@<base_url>[?endpoint=chat|completions&api_key_env=OPENAI_API_KEY&max_length=N"
+        "&tokenizer=T&count=auto|local|server&max_in_flight=8&rpm=R&tpm=T&timeout=600&max_attempts=6"
+        "&thinking_tokens=N&name=N]",
+        check_target=_check_openai_target,
         serves=frozenset({Capability.GENERATE}),
     ),
 )

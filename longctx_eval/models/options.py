@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from longctx_eval.errors import ConfigError, did_you_mean
 
-RopeVariant = Literal["none", "linear", "dynamic", "yarn", "yarn_notemp"]
+RopeVariant = Literal["none", "linear", "dynamic", "ntk", "yarn", "yarn_notemp"]
 Dtype = Literal["float32", "bfloat16", "float16"]
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 HF_BATCH_SIZE = 1
@@ -47,7 +47,7 @@ class HFOptions(KindOptions):
     revision: str | None = Field(default=None, min_length=1, description="a hub revision (branch, tag or commit)")
     gguf_file: str | None = Field(default=None, min_length=1, description="a GGUF file name inside the folder")
     batch_size: int = Field(default=HF_BATCH_SIZE, gt=0, description="a positive integer (prompts per forward)")
-    rope: RopeVariant = Field(default="none", description="one of none, linear, dynamic, yarn, yarn_notemp")
+    rope: RopeVariant = Field(default="none", description="one of none, linear, dynamic, ntk, yarn, yarn_notemp")
     rope_factor: float | None = Field(default=None, ge=1.0, description="a finite number >= 1")
     train_length: int | None = Field(default=None, gt=0, description="a positive integer (training window)")
     prefix_cache: Literal["true", "false"] = Field(
@@ -126,6 +126,44 @@ class RagOptions(KindOptions):
     chunk_tokens: int | None = Field(default=None, gt=0, description="a positive integer (retriever tokens)")
     chunk_overlap: int | None = Field(
         default=None, ge=0, description="an integer >= 0 and below chunk_tokens (retriever tokens)"
+    )
+
+
+class OpenAIOptions(KindOptions):
+    """`openai:<model>@<base_url>`: an OpenAI-compatible endpoint (models/openai_adapter.py; docs/served.md)."""
+
+    endpoint: Literal["chat", "completions"] = Field(default="chat", description="chat or completions")
+    api_key_env: str = Field(
+        default="OPENAI_API_KEY",
+        pattern=r"^[A-Za-z_][A-Za-z0-9_]{0,127}$",
+        description="the NAME of an environment variable holding the key (never the key itself)",
+    )
+    max_length: int | None = Field(default=None, gt=0, description="a positive integer (context window in tokens)")
+    tokenizer: str | None = Field(
+        default=None, min_length=1, description="an HF tokenizer (hub id, folder, smollm2-135m) or tiktoken:<encoding>"
+    )
+    count: Literal["auto", "local", "server"] = Field(default="auto", description="auto, local or server")
+    chat: Literal["auto", "true", "false"] = Field(default="auto", description="auto, true or false")
+    prefill: Literal["auto", "continue", "none"] = Field(default="auto", description="auto, continue or none")
+    decoding: Literal["greedy", "default"] = Field(default="greedy", description="greedy or default")
+    seed: int = Field(default=0, ge=0, description="an integer >= 0 (sent as the request seed)")
+    max_in_flight: int = Field(default=8, gt=0, description="a positive integer (requests in flight)")
+    batch_size: int | None = Field(default=None, gt=0, description="a positive integer (requests per runner batch)")
+    rpm: float | None = Field(default=None, ge=1, description="a number >= 1 (requests per minute)")
+    tpm: float | None = Field(default=None, gt=0, description="a number > 0 (tokens per minute)")
+    timeout: float = Field(default=600.0, gt=0, description="a number > 0 (seconds per attempt)")
+    max_attempts: int = Field(default=6, ge=1, description="a positive integer (attempts per request)")
+    backoff_base: float = Field(default=0.5, ge=0, description="a number >= 0 (seconds)")
+    backoff_cap: float = Field(default=30.0, ge=0, description="a number >= 0 (seconds)")
+    retry_seed: int = Field(default=0, ge=0, description="an integer >= 0 (seeds the retry jitter)")
+    stream: bool = Field(default=True, description="true or false")
+    thinking_tokens: int = Field(default=0, ge=0, description="an integer >= 0 (reasoning budget in tokens)")
+    thinking: Literal["auto", "off"] = Field(default="auto", description="auto or off")
+    reasoning_effort: Literal["minimal", "low", "medium", "high"] | None = Field(
+        default=None, description="minimal, low, medium or high"
+    )
+    length_tolerance: float = Field(
+        default=0.02, ge=0, description="a number >= 0 (fraction of the prompt; at least 2 tokens)"
     )
 
 
