@@ -7,7 +7,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from longctx_eval.cost import Budget
 from longctx_eval.errors import ConfigError
+from longctx_eval.metrics.composite import CompositeConfig
 from longctx_eval.metrics.effective_length import EffectiveLengthConfig
 from longctx_eval.task import TaskInfo
 
@@ -39,6 +41,10 @@ class RunConfig:
     strict: bool = False
     effective: EffectiveLengthConfig = field(default_factory=EffectiveLengthConfig)
     """Effective-length thresholds the run's scoring uses (`--effective-threshold`, `--effective-relative`)."""
+    budget: Budget | None = None
+    """`--max-cost`: the invocation's spending limit on served models (None = no limit)."""
+    composite: CompositeConfig | None = None
+    """Served runs' composite score: weights and latency kind (`--composite-weights`, `--composite-latency`)."""
 
 
 def parse_task_args(items: Sequence[str]) -> dict[str, dict[str, str]]:

@@ -15,6 +15,7 @@ from pathlib import Path
 from rich.markup import escape
 
 from longctx_eval.capability import Capability
+from longctx_eval.cost import Budget, BudgetStop, output_budget
 from longctx_eval.errors import LongctxError, OutputError, TaskUnavailable
 from longctx_eval.hashing import sha256_text
 from longctx_eval.io import atomic_write_text, ensure_dir
@@ -43,6 +44,8 @@ class ModelOutcome:
     run_file: Path | None
     errors: list[str]
     skipped: list[Skipped]
+    stopped: str | None = None
+    """Why the run stopped early (the --max-cost budget); what was computed is kept."""
 
 
 def run_models(plans: Sequence[tuple[ModelSpec, Sequence[TaskPlan]]], config: RunConfig) -> list[ModelOutcome]:
@@ -56,6 +59,8 @@ def run_models(plans: Sequence[tuple[ModelSpec, Sequence[TaskPlan]]], config: Ru
         except LongctxError as exc:
             console.print(f"[red]error[/red] model {spec.raw!r}: {exc}", highlight=False)
             outcomes.append(ModelOutcome(spec, None, [str(exc)], []))
+        if outcomes[-1].stopped:  # the budget is the invocation's: later models are not started
+            break
     return outcomes
 
 
@@ -78,9 +83,14 @@ def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> 
                 console.print(f"[yellow]warning[/yellow] {warning}", highlight=False)
             skipped: list[Skipped] = []
             task_errors: list[str] = []
+            stopped: str | None = None
             for plan in tasks:
                 try:
                     skip = _run_task(plan, adapter, config, run_dir, store, manifest)
+                except BudgetStop as stop:  # --max-cost: keep what was computed, score it, start nothing more
+                    stopped = str(stop)
+                    console.print(f"[yellow]stopped[/yellow] {plan.info.name}: {stopped}", highlight=False)
+                    break
                 except (OutputError, RunFolderBusy):
                     raise  # the folder itself cannot be written: nothing more can be saved
                 except LongctxError as exc:  # one task's bug never costs the model's other tasks
@@ -97,12 +107,14 @@ def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> 
                 write_manifest(run_dir, manifest)
         finally:
             adapter.close()
-        report = score_run_dir(run_dir, include_paths=config.include_paths, effective=config.effective)
+        report = score_run_dir(
+            run_dir, include_paths=config.include_paths, effective=config.effective, composite=config.composite
+        )
     console.print(f"wrote {run_dir / 'run.json'}", highlight=False)
     print_summary(report)
     ran = {p.info.name for p in tasks}
     errors = task_errors + [e for e in report.errors if e.split(":", 1)[0] in ran]
-    return ModelOutcome(spec, run_dir / "run.json", errors, skipped)
+    return ModelOutcome(spec, run_dir / "run.json", errors, skipped, stopped)
 
 
 def _fresh_manifest(held: Manifest | None, adapter: ModelAdapter) -> Manifest:
@@ -161,7 +173,7 @@ def _run_task(
     manifest.tasks[info.name] = entry
     write_manifest(run_dir, manifest)
     t0 = time.perf_counter()
-    warnings = _generate(info, task, samples, requests, keys, adapter, capability, store)
+    warnings = _generate(info, task, samples, requests, keys, adapter, capability, store, config.budget)
     manifest.tasks[info.name] = entry.model_copy(
         update={"status": "generated", "seconds": round(time.perf_counter() - t0, 3), "warnings": warnings}
     )
@@ -182,11 +194,12 @@ def _generate(
     adapter: ModelAdapter,
     capability: Capability,
     store: PredictionStore,
+    budget: Budget | None = None,
 ) -> list[str]:
     """Measure every pending prompt, record over-window ones (never sent), serve the rest in length-sorted batches."""
     name = info.name
     bound = adapter.bind(task, samples)
-    todo = [(i, r) for i, reqs in enumerate(requests) for r in reqs if keys[i][r.part] not in store]
+    todo = [(i, r) for i, reqs in enumerate(requests) for r in reqs if not _done(store, keys[i][r.part])]
     total = sum(len(ks) for ks in keys)
     if len(todo) < total:
         console.print(f"{name}: {total - len(todo)} of {total} predictions already done (resumed)")
@@ -206,11 +219,22 @@ def _generate(
             bar.advance(job)
         for start in range(0, len(fits), batch_size):
             batch = fits[start : start + batch_size]
+            if budget is not None:  # --max-cost: spent + this batch's upper bound must stay within the budget
+                bounds = [(n, output_budget(bound, r)) for _, r, n in batch]
+                budget.before(adapter.meta.spec, bounds)
             preds = _serve(bound, capability, [r for _, r, _ in batch])
+            if budget is not None:
+                budget.after(adapter.meta.spec, bounds, preds)
             for (i, r, n), pred in zip(batch, preds, strict=True):
                 _save(store, keys[i][r.part], info, samples[i], r, capability, replace(pred, prompt_tokens=n))
             bar.advance(job, len(batch))
     return warnings
+
+
+def _done(store: PredictionStore, key: str) -> bool:
+    """Whether `key` holds a prediction that needs no redo: a failed one (status error) is re-run on resume."""
+    rec = store.records.get(key)
+    return rec is not None and rec.get("status") != "error"
 
 
 def _serving_order(

@@ -7,8 +7,11 @@ import time
 from pathlib import Path
 
 from longctx_eval.cli import add_include_path
+from longctx_eval.cli.composite_flags import add_composite_flags, composite_config
 from longctx_eval.cli.effective_flags import add_effective_flags, effective_config
+from longctx_eval.cost import Budget, PriceTable, load_prices
 from longctx_eval.discovery import discover, in_tree_tasks, select
+from longctx_eval.dry_run import DEFAULT_OUTPUT_TPS, DEFAULT_PROMPT_TPS
 from longctx_eval.errors import ConfigError
 from longctx_eval.io import ensure_dir
 from longctx_eval.models.spec import ModelSpec, check_distinct_names, expand_models, parse_spec
@@ -44,7 +47,47 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--suite", default=None, help="a suite name or .toml file; default when no --model/--tasks")
     add_include_path(run)
     add_effective_flags(run)
+    add_cost_flags(run)
+    add_composite_flags(run)
     run.set_defaults(func=cmd_run)
+
+
+def add_cost_flags(run: argparse.ArgumentParser) -> None:
+    """--dry-run, --max-cost and the price and throughput tables they use."""
+    run.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="build and measure every request as the run would, send nothing, and print per model and task the "
+        "requests, prompt and output tokens, estimated cost and time",
+    )
+    run.add_argument(
+        "--max-cost",
+        type=float,
+        default=None,
+        metavar="USD",
+        help="stop before a request would take the cost spent on served models plus the cost committed to the "
+        "batch about to be sent over USD (results so far are kept; rerun to continue)",
+    )
+    run.add_argument(
+        "--prices",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="your price table (TOML, USD per 1M tokens; form of longctx_eval/prices.toml), used instead of it",
+    )
+    run.add_argument(
+        "--assume-throughput",
+        default=f"{DEFAULT_PROMPT_TPS:g},{DEFAULT_OUTPUT_TPS:g}",
+        metavar="PROMPT_TPS,OUTPUT_TPS",
+        help="--dry-run time estimate: prompt and output tokens/s (default %(default)s)",
+    )
+    run.add_argument(
+        "--throughput-from",
+        type=Path,
+        default=None,
+        metavar="RUN_DIR|run.json|load.json",
+        help="--dry-run time estimate from a measured run or `longctx-eval load` result instead of the assumption",
+    )
 
 
 def _chosen_tasks(registry: Registry[TaskInfo], names: tuple[str, ...]) -> list[TaskInfo]:
@@ -92,10 +135,24 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     include = tuple(str(Path(p).resolve()) for p in args.include_path)
     effective = effective_config(args)
+    table = load_prices(args.prices)
+    if args.dry_run:  # nothing is written: not even the output folder
+        config = RunConfig(seed=args.seed, out=Path(args.out), include_paths=include, effective=effective)
+        plans = plans_of(args, discover(include))
+        return _dry_run(plans, config, table, args)
+    budget = Budget(args.max_cost, table) if args.max_cost is not None else None
     config = RunConfig(
-        seed=args.seed, out=ensure_dir(args.out), include_paths=include, strict=args.strict, effective=effective
+        seed=args.seed,
+        out=ensure_dir(args.out),
+        include_paths=include,
+        strict=args.strict,
+        effective=effective,
+        budget=budget,
+        composite=composite_config(args),
     )
     plans = plans_of(args, discover(include))
+    if budget is not None:
+        budget.check_specs(spec for spec, _ in plans)
     if args.no_resume:
         for spec, _ in plans:
             old = run_dir_for(config.out, spec) / "predictions.jsonl"
@@ -107,6 +164,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     skipped = [(o.spec.name, s) for o in outcomes for s in o.skipped]
     errors = [(o.spec.name, e) for o in outcomes for e in o.errors]
     console.print(f"{len(written)} run file(s) in {time.perf_counter() - t0:.1f} s", highlight=False)
+    if budget is not None:
+        console.print(
+            f"served-model cost: ${budget.spent_usd:.4f} of --max-cost ${budget.max_usd:.4f}", highlight=False
+        )
+    stopped = next((o.stopped for o in outcomes if o.stopped), None)
+    if stopped:
+        console.print(f"[yellow]stopped at the cost budget[/yellow]: {stopped}", highlight=False)
+        return 3
     if skipped:
         console.print(f"{len(skipped)} task(s) skipped, each for the reason stated above", highlight=False)
     if errors:
@@ -115,4 +180,17 @@ def cmd_run(args: argparse.Namespace) -> int:
     if config.strict and skipped:
         console.print("[red]--strict[/red]: a skipped task is an error", highlight=False)
         return 1
+    return 0
+
+
+def _dry_run(plans: Plans, config: RunConfig, table: PriceTable, args: argparse.Namespace) -> int:
+    """Print what the run would send, cost and take; nothing is sent or written."""
+    from longctx_eval.dry_run import dry_run, measured_throughput, parse_assumed, render
+
+    if args.throughput_from is not None:
+        throughput = measured_throughput(args.throughput_from)
+    else:
+        throughput = parse_assumed(args.assume_throughput)
+    rows = dry_run(plans, config, table, throughput, resume=not args.no_resume)
+    print(render(rows, table, throughput, [spec for spec, _ in plans], args.max_cost))
     return 0

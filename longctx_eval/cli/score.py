@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from longctx_eval.cli import add_include_path
+from longctx_eval.cli.composite_flags import add_composite_flags, composite_config
 from longctx_eval.cli.effective_flags import add_effective_flags, effective_config
 from longctx_eval.progress import console
 
@@ -16,6 +17,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_dir", type=Path)
     add_include_path(p)
     add_effective_flags(p)
+    add_composite_flags(p)
     p.set_defaults(func=cmd_score)
 
 
@@ -27,7 +29,9 @@ def cmd_score(args: argparse.Namespace) -> int:
     effective = effective_config(args)
     with RunLock(args.run_dir):
         include = [str(Path(p).resolve()) for p in args.include_path]
-        report = score_run_dir(args.run_dir, include_paths=include, effective=effective)
+        report = score_run_dir(
+            args.run_dir, include_paths=include, effective=effective, composite=composite_config(args)
+        )
     console.print(f"wrote {args.run_dir / 'run.json'}", highlight=False)
     print_summary(report)
     return 2 if report.errors else 0

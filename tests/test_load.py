@@ -1,0 +1,125 @@
+"""`longctx-eval load`: the concurrency sweep against real loopback servers (our `serve` and llama.cpp's), its
+budgets, the rate limits (counted at a proxy), the JSON and the plot. Budgets are tiny: 2 shared cores."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+import pytest
+from servers import LLAMA_MODEL, SERVE_MODEL, http_json, root
+
+from longctx_eval.errors import ConfigError
+from longctx_eval.load_test.report import figure, table
+from longctx_eval.load_test.sweep import SweepConfig, run_sweep
+from longctx_eval.models.openai_client import ClientLimits, ServedClient, ServedRequest
+
+
+def _pool(n: int, max_tokens: int = 2) -> list[ServedRequest]:
+    return [
+        ServedRequest(messages=({"role": "user", "content": f"Name the number {i}."},), max_tokens=max_tokens)
+        for i in range(n)
+    ]
+
+
+def _sweep(url: str, model: str, pool, config: SweepConfig, **limits) -> list[dict]:
+    client = ServedClient(url, model, limits=ClientLimits(max_in_flight=max(config.levels), **limits))
+
+    async def go() -> list[dict]:
+        try:
+            return await run_sweep(client, pool, config)
+        finally:
+            await client.aclose()
+
+    return asyncio.run(go())
+
+
+def test_sweep_reports_each_level(serve_hf, fault_proxy):
+    proxy = fault_proxy(serve_hf, schedule="seq:ok")
+    levels = _sweep(proxy, SERVE_MODEL, _pool(6), SweepConfig(levels=(1, 2), max_requests=2, warmup=1))
+    assert [lv["concurrency"] for lv in levels] == [1, 2]
+    for lv in levels:
+        assert lv["requests"] == lv["ok"] == 2 and lv["failed"] == 0 and lv["not_sent"] == 0
+        assert lv["stopped_by"] == "max_requests" and lv["repeated_prompts"] == 0
+        assert lv["output_tokens"] == 4 and lv["prompt_tokens"] > 0  # the server's usage, 2 tokens each
+        assert lv["output_tokens_per_s"] > 0 and lv["total_tokens_per_s"] > lv["output_tokens_per_s"]
+        assert 0 < lv["ttft_s"]["p50"] <= lv["ttft_s"]["p95"] <= lv["ttft_s"]["p99"] <= lv["e2e_s"]["p99"]
+        assert lv["wall_s"] >= lv["e2e_s"]["p99"]
+    stats = http_json(root(proxy) + "/fault-stats")[1]
+    assert stats["requests"] == 1 + 2 + 2  # warm-up + both levels, nothing more
+    text = table(levels)
+    assert "TTFT p50/p95/p99 ms" in text and len(text.splitlines()) == 3
+    record = {"model": SERVE_MODEL, "base_url": proxy, "prompts": {"description": "test"}, "levels": levels}
+    fig = figure(record)
+    assert [ax.get_ylabel() for ax in fig.axes] == ["output tokens/s", "prompt + output tokens/s", "seconds"]
+
+
+def test_rpm_is_never_exceeded(serve_hf, fault_proxy):
+    """rpm=2 with 4 in flight and a budget of 6: the proxy sees exactly 2 requests; the rest wait past the
+    level's deadline and are not sent (the whole test takes far less than the 60 s window)."""
+    proxy = fault_proxy(serve_hf, schedule="seq:ok")
+    t0 = time.monotonic()
+    levels = _sweep(
+        proxy, SERVE_MODEL, _pool(8, 1), SweepConfig(levels=(4, 2), max_requests=6, duration_s=2.0, warmup=0), rpm=2
+    )
+    elapsed = time.monotonic() - t0
+    assert elapsed < 60
+    stats = http_json(root(proxy) + "/fault-stats")[1]
+    assert stats["requests"] == 2
+    first, second = levels
+    assert first["requests"] == 2 and first["not_sent"] >= 1 and first["stopped_by"] == "duration"
+    assert second["requests"] == 0 and second["not_sent"] >= 1 and second["stopped_by"] == "duration"
+
+
+def test_sweep_on_llama_cpp(llama_cpp_server):
+    levels = _sweep(llama_cpp_server, LLAMA_MODEL, _pool(2), SweepConfig(levels=(1, 2), max_requests=1, warmup=0))
+    assert [lv["ok"] for lv in levels] == [1, 1]
+    # llama-cpp-python's streamed replies carry no usage: output tokens are the streamed chunks, and prompt tokens
+    # come from the measured lengths (none in this hand-made pool)
+    assert all(lv["output_tokens"] == 2 and lv["ttft_s"] is not None for lv in levels)
+    assert all((lv["prompt_tokens"] > 0) == (lv["usage_missing"] == 0) for lv in levels)
+
+
+def test_sweep_config_is_checked():
+    for bad in (dict(levels=()), dict(levels=(0,)), dict(max_requests=0), dict(duration_s=0.0), dict(warmup=-1)):
+        with pytest.raises(ConfigError):
+            SweepConfig(**bad)
+    assert SweepConfig().requests_at(1) == 8 and SweepConfig().requests_at(32) == 128
+    assert SweepConfig(max_requests=3).requests_at(128) == 3
+
+
+def test_load_json_is_read_by_dry_run_throughput(tmp_path):
+    from longctx_eval.dry_run import measured_throughput
+    from longctx_eval.load_test.report import KIND, write_json
+
+    path = tmp_path / "load.json"
+    write_json({"kind": KIND, "levels": [{"concurrency": 1, "total_tokens_per_s": 100.0},
+                                         {"concurrency": 8, "total_tokens_per_s": 500.0}]}, path)  # fmt: skip
+    model = measured_throughput(path)
+    assert model.prompt_tps == model.output_tps == 500.0 and "concurrency 8" in model.source
+    assert json.loads(path.read_text())["kind"] == KIND
+
+
+def test_load_command_writes_json_and_plot(serve_hf, fault_proxy, tmp_path, capsys):
+    from longctx_eval.cli import main
+
+    proxy = fault_proxy(serve_hf, schedule="seq:ok")
+    out = tmp_path / "load" / "served.json"
+    spec = f"openai:{SERVE_MODEL}@{proxy}?tokenizer=smollm2-135m&name=served"
+    args = ["load", "--model", spec, "--tasks", "needle", "--lengths", "512", "--limit", "3", "--warmup", "0"]
+    args += ["--task-arg", "needle.source=synthetic", "--concurrency", "1,2", "--max-requests", "1", "--out", str(out)]
+    assert main(args) == 0
+    record = json.loads(out.read_text())
+    assert record["kind"] == "load_test" and record["served_model"] == SERVE_MODEL and record["model"] == "served"
+    assert record["prompts"]["n"] == 3 and record["prompts"]["tasks"] == ["needle"]
+    assert 500 < record["prompts"]["prompt_tokens"]["mean"] < 700  # 512-token contexts plus the question
+    assert [lv["concurrency"] for lv in record["levels"]] == [1, 2]
+    assert [lv["ok"] for lv in record["levels"]] == [1, 1] and all(
+        lv["repeated_prompts"] == 0 for lv in record["levels"]
+    )
+    assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert "in flight" in capsys.readouterr().out
+    assert http_json(root(proxy) + "/fault-stats")[1]["requests"] == 2
+    assert main(["load", "--model", "smollm2-135m"]) == 2
+    assert "load measures a served model" in capsys.readouterr().err
