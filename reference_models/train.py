@@ -1,12 +1,15 @@
-"""Train the position-encoding reference models tiny-rope and tiny-alibi (pinned, seeded, 1 CPU thread).
+"""Train the position-encoding reference models tiny-rope, tiny-alibi, tiny-learned (pinned, seeded, 1 CPU thread).
 
     nice -n 10 .venv/bin/python reference_models/train.py --model all --out reference_models
 
-Both are the same 2-layer Llama (d=128, 4 heads, SwiGLU 256, tied embeddings, vocab 128) trained at 128
-tokens on the toy language of `data_builders/posprobe_language.py`: 80% passkey sequences (answer tokens weighted
-x10 in the loss), 20% plain toy text. tiny-rope uses RoPE (theta 1e4); tiny-alibi disables RoPE
-(`proportional`, partial_rotary_factor 0) and adds ALiBi slopes 2^-2..2^-8 in the attention function.
-Passkey accuracy at 128 tokens must reach 0.95 before anything is saved.
+All three are the same 2-layer Llama (d=128, 4 heads, SwiGLU 256, tied embeddings, vocab 128) trained in a
+128-token window on the toy language of `data_builders/posprobe_language.py`: 80% passkey sequences at lengths
+uniform over 32..128 (right-padded, so the question, needle and answer positions carry no absolute-position
+cue; `data_builders/posprobe_training.py`; answer tokens weighted x10 in the loss), 20% plain toy text of 128
+tokens. tiny-rope uses RoPE (theta 1e4); tiny-alibi and tiny-learned disable RoPE (`proportional`,
+partial_rotary_factor 0); tiny-alibi adds ALiBi slopes 2^-2..2^-8 in the attention function, tiny-learned a
+learned table of 128 position vectors added to the token embeddings. Passkey accuracy at 128 tokens must
+reach 0.95 before anything is saved.
 """
 
 from __future__ import annotations
@@ -31,11 +34,17 @@ from data_builders.posprobe_language import (  # noqa: E402
     ToyCodec,
     ToyLanguage,
     build_passkey,
-    filler_ids,
     toy_vocabulary,
 )
+from data_builders.posprobe_training import MIN_LENGTH, training_batch  # noqa: E402
 from longctx_eval.models.alibi_attention import alibi_slopes  # noqa: E402
 from longctx_eval.models.attention_rows import ATTENTION_NAME  # noqa: E402
+from longctx_eval.models.learned_position import (  # noqa: E402
+    BEYOND_TABLE,
+    add_learned_positions,
+    save_learned_positions,
+)
+from longctx_eval.models.learned_position import CONFIG_KEY as LEARNED_KEY  # noqa: E402
 
 TRAIN_LENGTH = 128
 BATCH = 32
@@ -43,6 +52,8 @@ PASSKEY_SHARE = 0.8
 ANSWER_WEIGHT = 10.0
 EVAL_NEEDLES = 200
 REQUIRED_ACCURACY = 0.95
+DATA = f"varied-length-{MIN_LENGTH}..{TRAIN_LENGTH}-right-padded"
+"""The training-data scheme (enters the checkpoint key and reference.json)."""
 
 
 @dataclass(frozen=True)
@@ -63,11 +74,17 @@ CHECKPOINT_EVERY = 100
 RECIPES = {
     "rope": Recipe("tiny-rope", "rope", ((2500, 3e-3),), seed=1),
     "alibi": Recipe("tiny-alibi", "alibi", ((2500, 3e-3),), seed=1),
+    "learned": Recipe("tiny-learned", "learned", ((2500, 3e-3),), seed=1),
 }
 
 
 def model_config(posenc: str):  # noqa: ANN201
-    """The LlamaConfig of a reference model; only the position encoding differs between the two."""
+    """The LlamaConfig of a reference model; only the position encoding differs between them.
+
+    alibi and learned disable RoPE (`proportional`, partial_rotary_factor 0: cos = 1, sin = 0); alibi adds
+    `alibi_slopes` (applied by the `longctx_rows` attention function), learned a table of TRAIN_LENGTH
+    position vectors added to the token embeddings (`longctx_eval/models/learned_position.py`).
+    """
     from transformers import LlamaConfig
 
     codec = ToyCodec()
@@ -76,7 +93,10 @@ def model_config(posenc: str):  # noqa: ANN201
         rope = {"rope_type": "default", "rope_theta": 10_000.0}
     else:
         rope = {"rope_type": "proportional", "rope_theta": 10_000.0, "partial_rotary_factor": 0.0}
-        extra["alibi_slopes"] = alibi_slopes(4)
+        if posenc == "alibi":
+            extra["alibi_slopes"] = alibi_slopes(4)
+        else:
+            extra[LEARNED_KEY] = TRAIN_LENGTH
     return LlamaConfig(
         vocab_size=len(codec.words),
         hidden_size=128,
@@ -95,21 +115,9 @@ def model_config(posenc: str):  # noqa: ANN201
 
 
 def make_batch(rng: np.random.Generator, codec: ToyCodec, lang: ToyLanguage) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ids, loss weights) of BATCH sequences; the weight of position t applies to predicting token t+1."""
-    bos = codec.vocab["<bos>"]
-    ids, weights = [], []
-    for _ in range(BATCH):
-        w = np.ones(TRAIN_LENGTH, dtype=np.float32)
-        if rng.random() < PASSKEY_SHARE:
-            doc = build_passkey(codec, [bos], TRAIN_LENGTH, float(rng.random()), rng, lang)
-            seq = doc.ids
-            w[doc.query_positions] = ANSWER_WEIGHT
-        else:
-            seq = [bos, *filler_ids(codec, lang, rng, TRAIN_LENGTH - 1)]
-        w[-1] = 0.0
-        ids.append(seq)
-        weights.append(w)
-    return torch.tensor(ids), torch.from_numpy(np.stack(weights))
+    """(ids, loss weights) of BATCH sequences of varied length, right-padded to TRAIN_LENGTH (see posprobe_training)."""
+    b = training_batch(rng, codec, lang, BATCH, TRAIN_LENGTH, PASSKEY_SHARE, ANSWER_WEIGHT, MIN_LENGTH)
+    return torch.from_numpy(b.ids), torch.from_numpy(b.weights)
 
 
 def passkey_accuracy(model, codec: ToyCodec, lang: ToyLanguage, n: int, seed: int) -> tuple[float, float]:  # noqa: ANN001
@@ -162,6 +170,8 @@ def train(recipe: Recipe, log, cache: Path | None = None) -> tuple[torch.nn.Modu
     rng = np.random.default_rng(recipe.seed)
     codec, lang = ToyCodec(), ToyLanguage()
     model = LlamaForCausalLM._from_config(model_config(recipe.posenc), attn_implementation=ATTENTION_NAME)
+    if recipe.posenc == "learned":  # drawn from the torch generator after the Llama's own initialisation
+        add_learned_positions(model, TRAIN_LENGTH)
     opt = torch.optim.AdamW(model.parameters(), lr=recipe.stages[0][1], betas=(0.9, 0.95), weight_decay=0.05)
     ckpt = _checkpoint_path(cache, recipe)
     at = _resume(ckpt, model, opt, rng, log)
@@ -219,7 +229,7 @@ def _stages(recipe: Recipe, passes, resume_stage: int, resume_i: int):  # noqa: 
 def _checkpoint_path(cache: Path | None, recipe: Recipe) -> Path | None:
     if cache is None:
         return None
-    pinned = (recipe, EXTRA_STAGE, BATCH, PASSKEY_SHARE, ANSWER_WEIGHT, LANGUAGE_SEED, QUESTION)
+    pinned = (recipe, EXTRA_STAGE, BATCH, PASSKEY_SHARE, ANSWER_WEIGHT, LANGUAGE_SEED, QUESTION, DATA)
     key = hashlib.sha256(repr(pinned).encode()).hexdigest()[:12]
     return cache / f"{recipe.name}-{key}.pt"
 
@@ -249,7 +259,13 @@ def save(model: torch.nn.Module, recipe: Recipe, record: dict, out: Path) -> Pat
 
     folder = out / recipe.name
     folder.mkdir(parents=True, exist_ok=True)
-    model.save_pretrained(folder)
+    learned = recipe.posenc == "learned"
+    if learned:  # the table goes to its own file; model.safetensors stays a plain Llama
+        state = {k: v for k, v in model.state_dict().items() if ".learned_positions." not in k}
+        model.save_pretrained(folder, state_dict=state)
+        save_learned_positions(model, folder)
+    else:
+        model.save_pretrained(folder)
     hf_tokenizer().save_pretrained(folder)
     meta = {
         "name": recipe.name,
@@ -257,11 +273,26 @@ def save(model: torch.nn.Module, recipe: Recipe, record: dict, out: Path) -> Pat
         "train_length": TRAIN_LENGTH,
         "capabilities": ["attention"],
         "retrieval_heads": {"threshold": 0.5, "max_heads": 4},
+        **(
+            {
+                "learned_positions": {
+                    "table": TRAIN_LENGTH,
+                    "beyond_table": BEYOND_TABLE,
+                    "note": f"positions >= {TRAIN_LENGTH} have no trained vector; the suite clamps them to "
+                    f"{TRAIN_LENGTH - 1} and records the clamped share per prediction (pe_clamped_share)",
+                }
+            }
+            if learned
+            else {}
+        ),
         "recipe": {
             "seed": recipe.seed,
             "stages": [list(s) for s in recipe.stages],
             "extra_stage": list(EXTRA_STAGE),
             "batch": BATCH,
+            "data": DATA,
+            "passkey_share": PASSKEY_SHARE,
+            "answer_weight": ANSWER_WEIGHT,
         },
         "environment": {"torch": torch.__version__, "transformers": transformers.__version__, "threads": 1},
         **record,

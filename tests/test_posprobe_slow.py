@@ -1,4 +1,8 @@
-"""Opt-in (`pytest -m slow`, ~15-30 CPU-minutes): retrain both references from the script and re-probe them."""
+"""Opt-in (`pytest -m slow`, ~25-45 CPU-minutes): retrain the three references from the script and re-probe them.
+
+The default suite checks the recipe quickly (tests/test_reference_training.py: varied lengths, padding,
+a short schedule resumed bit for bit); this one reruns the full schedule against the committed weights.
+"""
 
 from __future__ import annotations
 

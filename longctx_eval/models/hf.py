@@ -51,9 +51,14 @@ class HFCausalLM(ModelAdapter):
         except (OSError, ValueError, SafetensorError) as exc:  # missing, unreadable or corrupt weights
             raise load_error(spec.target, exc) from exc
         self.hf_tok = hf_tok
+        from longctx_eval.models import learned_position
         from longctx_eval.models.posprobe_forward import AttentionProbe, probe_config
 
         folder = Path(str(source)) if Path(str(source)).is_dir() else None
+        try:  # a RoPE-free Llama with a learned position table (tiny-learned): the table rides on a hook
+            learned_position.attach_learned_positions(self.model, folder)
+        except (OSError, ValueError) as exc:
+            raise load_error(spec.target, exc) from exc
         self.probe = AttentionProbe(self.model, probe_config(o, self.model.config, folder))
         if self.probe.config.attention_only:  # the toy-vocabulary references are probes, not generators
             self.capabilities = frozenset({Capability.ATTENTION})
@@ -75,7 +80,7 @@ class HFCausalLM(ModelAdapter):
             chat_template_sha256=hashlib.sha256(template.encode()).hexdigest() if template else None,
             context_window=o.max_length or getattr(self.model.config, "max_position_embeddings", None),
             # probe and prefix-cache settings enter the identity only when set, so keys of existing runs stay valid
-            settings={"decoding": "greedy", "chat": self.use_chat, **explicit},
+            settings={"decoding": "greedy", "chat": self.use_chat, **explicit, **learned_position.settings(self.model)},
         )
         super().__init__(meta, tok)
         self._rendered: dict[tuple[str, str], list[int]] = {}

@@ -1,4 +1,4 @@
-"""The in-repo position-encoding reference models (`tiny-rope`, `tiny-alibi`) and their reference.json."""
+"""The in-repo position-encoding reference models (`tiny-rope`, `tiny-alibi`, `tiny-learned`) and reference.json."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Any
 from longctx_eval.errors import PrerequisiteError
 
 REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "reference_models"
-REFERENCE_MODELS = ("tiny-rope", "tiny-alibi")
+REFERENCE_MODELS = ("tiny-rope", "tiny-alibi", "tiny-learned")
 
 
 def reference_dir(name: str) -> Path:
