@@ -109,7 +109,7 @@ class ProbeBuilder:
                             "target_tokens": length,
                             "depth": quintile_mid(doc.depth),
                             "needle_index": i,
-                            "has_text": i % self.text_every == 0,
+                            "has_text": self.text_every > 0 and i % self.text_every == 0,
                             "needle_depth": round(doc.depth, 6),
                             "actual_depth": round(doc.actual_depth, 6),
                             "distance": q1 - p1,

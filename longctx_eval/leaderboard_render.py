@@ -15,6 +15,7 @@ from longctx_eval.leaderboard_breakdowns import (
     effective_note,
     slice_sections,
 )
+from longctx_eval.leaderboard_details import detail_section
 from longctx_eval.result_text import DASH, format_cell, length_label
 from longctx_eval.result_text import md_escape as _escape
 from longctx_eval.results import Coverage, MetricResult, RunResult, TaskResult, strata_coverage
@@ -331,6 +332,7 @@ def _task_section(
     if counts:
         lines += ["", "Over-length and failed samples: " + "; ".join(counts) + "."]
     lines += effective_note(board, metric, kinds) + slice_sections(board, metric) + contrast_section(board)
+    lines += detail_section(board)
     lines += _warnings(task, entries) + _note_lines(notes)
     for path in [plots] if isinstance(plots, str) else plots or []:
         lines += ["", f"![{_escape(task)} {_plot_kind(path)}]({path})"]

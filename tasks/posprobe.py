@@ -15,7 +15,8 @@ from longctx_eval.metrics import posprobe as pm
 from longctx_eval.metrics.aggregate import custom
 
 TEXT_EVERY = 5
-"""Every 5th needle index also sends a needle-free text of the same length: 12 texts per 60 needles."""
+"""Every 5th needle index also sends a needle-free text of the same length: 12 texts per 60 needles (the
+`text_every` argument; 0 = no texts, e.g. at 16K-32K where each text costs a second full forward)."""
 
 
 def probe_score(sample: Sample, pred: Prediction) -> Score:
@@ -38,15 +39,18 @@ def probe_score(sample: Sample, pred: Prediction) -> Score:
         "lae_ret": sum(d["ret_entropy"]) / len(d["ret_entropy"]),
         "lae_norm": float(d["lae_norm"]),
         "sink_mass": float(d["sink_mass"]),
-        "answer_nll_sum": float(sum(d["answer_nll"])),
-        "answer_tokens": float(len(d["answer_nll"])),
+        **pm.answer_terms(d["answer_nll"]),
         "seconds": float(d["seconds"]),
         "peak_rss_mb": float(d["peak_rss_mb"]),
         "length_ratio": length / train,
     }
+    if "pe_clamped_share" in d:  # a learned position table: the share of positions clamped to its last row
+        values["pe_clamped_share"] = float(d["pe_clamped_share"])
     cal = d["calibration"]
-    if length != cal["length"]:
-        values["rho"] = pm.rho(values["lae"], float(cal["lae_ref"]), length, int(cal["length"]))
+    ref = int(cal["length"])
+    if length != ref:  # rho_train when the reference is the training length itself, else rho_ref (from L_ref)
+        value = pm.rho(values["lae"], float(cal["lae_ref"]), length, ref)
+        values.update({"rho_train": value} if ref == train else {"rho_ref": value, "rho_ref_length": float(ref)})
     sums = [(d, "haystack")] + ([(text.data, "text"), (text.data, "tail")] if text is not None and text.data else [])
     for source, name in sums:
         if source.get(f"{name}_tokens"):
@@ -93,23 +97,30 @@ METRICS = [
     mean("npb_signed"),
     mean("needle_mass"),
     mean("lae"),
-    mean("rho"),
+    mean("rho_train"),
+    mean("rho_ref"),
+    mean("rho_ref_length"),
     mean("lae_ret"),
     mean("lae_norm"),
     mean("sink_mass"),
     custom("needle_ppl", ("answer_nll_sum", "answer_tokens"), pm.ppl_reduce),
+    custom("needle_ppl_median", ("answer_ppl",), pm.median_reduce),
+    custom("needle_ppl_clipped", ("answer_nll_clipped_sum", "answer_tokens"), pm.ppl_reduce),
+    custom("needle_ppl_rest", ("answer_nll_rest_sum", "answer_rest_tokens"), pm.ppl_reduce),
+    *(mean(f"answer_nll_k{k}", f"needle_nll_k{k}") for k in range(1, pm.MAX_STEPS + 1)),
     custom("ppl", ("text_nll_sum", "text_tokens"), pm.ppl_reduce),
     custom("tail_ppl", ("tail_nll_sum", "tail_tokens"), pm.ppl_reduce),
     custom("haystack_ppl", ("haystack_nll_sum", "haystack_tokens"), pm.ppl_reduce),
     mean("seconds"),
     mean("peak_rss_mb"),
     mean("length_ratio", "l_over_ltrain"),
+    mean("pe_clamped_share"),
 ]
 
 
 @task(
     name="posprobe",
-    version="1",
+    version="2",
     requires=any_of("attention"),
     default_lengths=[128, 256, 512, 1024, 2048],
     description="Passkey position probe: EM, NPB, LAE (exact attention rows) by length and depth quintile",
@@ -121,15 +132,18 @@ def posprobe(
     needles: int = 60,
     calibration_length: int = 128,
     calibration_needles: int = 40,
+    text_every: int = TEXT_EVERY,
 ) -> Task:
     check_lengths(lengths, calibration_length)
+    if text_every < 0:
+        raise ValueError(f"posprobe text_every={text_every}: expected 0 (no needle-free texts) or a positive integer")
     state: dict = {}
 
     def builder() -> ProbeBuilder:
         if tokenizer is None:
             raise ValueError("posprobe sequences are built in the evaluated model's tokenizer; none was given")
         if "builder" not in state:
-            state["builder"] = ProbeBuilder(TokenizerCodec(tokenizer), seed, needles, ToyLanguage(), TEXT_EVERY)
+            state["builder"] = ProbeBuilder(TokenizerCodec(tokenizer), seed, needles, ToyLanguage(), text_every)
         return state["builder"]
 
     def samples() -> Iterator[Sample]:

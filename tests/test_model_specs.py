@@ -48,7 +48,7 @@ def test_unknown_option_suggests_the_close_one():
         ("smollm2-135m?dtype=fp8", "dtype='fp8'", "one of float32, bfloat16, float16"),
         ("smollm2-135m?chat=yes", "chat='yes'", "auto, true or false"),
         ("smollm2-135m?batch_size=-2", "batch_size='-2'", "a positive integer"),
-        ("tiny-rope?rope=ntk", "rope='ntk'", "one of none, linear, dynamic, yarn, yarn_notemp"),
+        ("tiny-rope?rope=ntk_by_parts", "rope='ntk_by_parts'", "one of none, linear, dynamic, ntk, yarn, yarn_notemp"),
         ("tiny-rope?rope=linear&rope_factor=0.5", "rope_factor='0.5'", "a finite number >= 1"),
         ("minilm?batch_size=x", "batch_size='x'", "a positive integer"),
         ("coref:baseline?window=0", "window='0'", "a positive integer"),

@@ -89,6 +89,53 @@ def test_rho_of_uniform_dilution_is_one_and_undefined_at_the_reference():
         pm.rho(1.0, 1.0, 128, 128)
 
 
+def test_answer_terms_hand_computed():
+    # a tiny-rope-like needle at 16x: step 1 restarts the question (30 nats), steps 2..5 are near the answer
+    t = pm.answer_terms([30.0, 1.0, 2.0, 0.5, 0.5])
+    assert t["answer_nll_sum"] == pytest.approx(34.0)
+    assert t["answer_nll_clipped_sum"] == pytest.approx(math.log(10) + 4.0)  # only step 1 exceeds ln 10 = 2.303
+    assert t["answer_tokens"] == 5.0
+    assert t["answer_ppl"] == pytest.approx(math.exp(34.0 / 5))
+    assert (t["answer_nll_rest_sum"], t["answer_rest_tokens"]) == (pytest.approx(4.0), 4.0)
+    assert [t[f"answer_nll_k{k}"] for k in range(1, 6)] == [30.0, 1.0, 2.0, 0.5, 0.5]
+    assert "answer_nll_k6" not in t
+
+
+def test_answer_terms_caps_the_per_step_breakdown_and_rejects_bad_input():
+    t = pm.answer_terms([0.1] * (pm.MAX_STEPS + 3))
+    assert f"answer_nll_k{pm.MAX_STEPS}" in t and f"answer_nll_k{pm.MAX_STEPS + 1}" not in t
+    assert t["answer_tokens"] == pm.MAX_STEPS + 3  # the pooled sums keep every step
+    for bad in ([], [1.0, float("nan")], [[1.0]]):
+        with pytest.raises(ValueError, match="finite per-step NLLs"):
+            pm.answer_terms(bad)
+
+
+def test_pooled_median_and_clipped_answer_perplexity_differ_as_documented():
+    """Two needles: one found (NLL 0.1 per step), one lost with 20-nat overconfident steps. Pooled exp(mean)
+    is dominated by the lost one; the median of two is their mean perplexity; clipping caps each step at ln 10."""
+    good, bad = pm.answer_terms([0.1] * 5), pm.answer_terms([20.0] * 5)
+    pooled = pm.ppl_reduce(np.array([[x["answer_nll_sum"], x["answer_tokens"]] for x in (good, bad)]))
+    assert pooled == pytest.approx(math.exp((0.5 + 100) / 10))
+    median = pm.median_reduce(np.array([[good["answer_ppl"]], [bad["answer_ppl"]]]))
+    assert median == pytest.approx((math.exp(0.1) + math.exp(20.0)) / 2)
+    clipped = pm.ppl_reduce(np.array([[x["answer_nll_clipped_sum"], x["answer_tokens"]] for x in (good, bad)]))
+    assert clipped == pytest.approx(math.exp((0.5 + 5 * math.log(10)) / 10))  # = sqrt(10 e^0.1) ~ 3.3
+    three = np.array([[1.0], [50.0], [7.0]])
+    assert pm.median_reduce(three) == 7.0
+    assert math.isnan(pm.median_reduce(np.zeros((0, 1))))
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.lists(st.floats(0.0, 60.0), min_size=1, max_size=6), min_size=1, max_size=8))
+def test_clipped_perplexity_never_exceeds_ten_or_the_pooled_one(needles):
+    terms = [pm.answer_terms(n) for n in needles]
+    pooled = pm.ppl_reduce(np.array([[t["answer_nll_sum"], t["answer_tokens"]] for t in terms]))
+    clipped = pm.ppl_reduce(np.array([[t["answer_nll_clipped_sum"], t["answer_tokens"]] for t in terms]))
+    assert clipped <= min(pooled, 10.0) * (1 + 1e-12)
+    per = [t["answer_ppl"] for t in terms]
+    assert min(per) <= pm.median_reduce(np.array(per)[:, None]) <= max(per)
+
+
 def test_perplexity_pools_tokens():
     assert pm.perplexity(0.0, 5) == 1.0
     assert pm.perplexity(2 * math.log(4.0), 2) == pytest.approx(4.0)

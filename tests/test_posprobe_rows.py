@@ -6,13 +6,14 @@ import numpy as np
 import pytest
 import torch
 from transformers import AttentionInterface, LlamaConfig, LlamaForCausalLM
+from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.llama.modeling_llama import eager_attention_forward
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.alibi_attention import alibi_bias, alibi_causal_attention, alibi_slopes
 from longctx_eval.models.attention_rows import ATTENTION_NAME, capture_rows
 from longctx_eval.models.posprobe_forward import forward_rows
-from longctx_eval.models.rope_variants import check_variant, rope_applied, variant_parameters
+from longctx_eval.models.rope_variants import check_variant, ntk_theta, rope_applied, rotary_dim, variant_parameters
 
 QUERIES = [3, 17, 40, 62, 63]
 
@@ -98,15 +99,17 @@ def test_rope_variants_are_identity_inside_the_window_and_differ_beyond():
     base = dict(model.config.rope_parameters)
     ids = torch.randint(0, 50, (64,), generator=torch.Generator().manual_seed(2)).tolist()
     plain = forward_rows(model, ids[:32], [31]).rows
-    for variant in ("linear", "dynamic", "yarn", "yarn_notemp"):
+    for variant in ("linear", "dynamic", "ntk", "yarn", "yarn_notemp"):
         with rope_applied(model, variant_parameters(base, variant, 32, 32)):
             np.testing.assert_allclose(forward_rows(model, ids[:32], [31]).rows, plain, atol=1e-5)
     long_rows = {}
-    for variant in ("none", "linear", "yarn", "yarn_notemp"):
+    for variant in ("none", "linear", "ntk", "yarn", "yarn_notemp"):
         with rope_applied(model, variant_parameters(base, variant, 64, 32)):
             long_rows[variant] = forward_rows(model, ids, [63]).rows
     assert model.base_model.rotary_emb.rope_type == "default"  # restored after each block
+    assert model.base_model.rotary_emb.config.rope_parameters["rope_theta"] == base["rope_theta"]
     assert not np.allclose(long_rows["none"], long_rows["yarn"])
+    assert not np.allclose(long_rows["none"], long_rows["ntk"])
     assert not np.allclose(long_rows["yarn"], long_rows["yarn_notemp"])  # the temperature is in the logits
 
 
@@ -130,6 +133,55 @@ def test_dynamic_rope_honours_train_length_like_transformers_dynamic_ntk():
     assert not np.allclose(config_window, expected, atol=1e-4)  # the window matters: this was the bug
 
 
+def _reference_dynamic(model: LlamaForCausalLM, window: int) -> LlamaForCausalLM:
+    """The same weights under transformers' own dynamic NTK (factor 1) with a `window`-token training length."""
+    cfg = LlamaConfig(**{**model.config.to_dict(), "max_position_embeddings": window})
+    cfg.rope_parameters = {
+        "rope_type": "dynamic",
+        "factor": 1.0,
+        "rope_theta": model.config.rope_parameters["rope_theta"],
+    }
+    reference = LlamaForCausalLM(cfg).eval()
+    reference.load_state_dict(model.state_dict())
+    reference.set_attn_implementation(ATTENTION_NAME)
+    return reference
+
+
+@pytest.mark.parametrize(
+    ("length", "train", "factor", "alpha"), [(64, 16, None, 4.0), (64, 32, 3.0, 3.0), (16, 32, None, 1.0)]
+)
+def test_ntk_rotary_frequencies_follow_the_formula(length, train, factor, alpha):
+    """inv_freq_i = 1 / (theta * alpha^(d/(d-2)))^(2i/d), alpha = max(1, L / L_train) or rope_factor."""
+    model = _model(False, kv_heads=4)
+    base = dict(model.config.rope_parameters)
+    d = rotary_dim(model.config)
+    assert d == 16  # 64 hidden / 4 heads
+    params = variant_parameters(base, "ntk", length, train, factor)
+    assert params == {"rope_type": "ntk", "factor": alpha, "rope_theta": 1e4}
+    theta = 1e4 * alpha ** (d / (d - 2))
+    assert ntk_theta(1e4, alpha, d) == pytest.approx(theta, rel=1e-12)
+    want = 1.0 / theta ** (np.arange(0, d, 2) / d)
+    with rope_applied(model, params):
+        got = model.base_model.rotary_emb.inv_freq.numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+    plain = model.base_model.rotary_emb.inv_freq.numpy()
+    assert np.array_equal(got, plain) == (alpha == 1.0)  # alpha 1 is the unscaled model, bit for bit
+
+
+def test_ntk_equals_transformers_dynamic_ntk_for_one_forward_pass():
+    """Static NTK at alpha = L / L_train is what HF's dynamic NTK (factor 1) computes for one pass of L tokens:
+    the same inverse frequencies from HF's own init function and the same attention rows."""
+    model = _model(False, kv_heads=4)
+    model.set_attn_implementation(ATTENTION_NAME)
+    reference = _reference_dynamic(model, 16)
+    hf_inv, _ = ROPE_INIT_FUNCTIONS["dynamic"](reference.config, None, seq_len=64)
+    with rope_applied(model, variant_parameters(dict(model.config.rope_parameters), "ntk", 64, 16)):
+        np.testing.assert_allclose(model.base_model.rotary_emb.inv_freq.numpy(), hf_inv.numpy(), rtol=1e-6)
+        ids = torch.randint(0, 50, (64,), generator=torch.Generator().manual_seed(7)).tolist()
+        ntk_rows = forward_rows(model, ids, [40, 63]).rows
+    np.testing.assert_allclose(ntk_rows, forward_rows(reference, ids, [40, 63]).rows, atol=1e-5)
+
+
 def test_variant_parameters_follow_hf_conventions():
     base = {"rope_type": "default", "rope_theta": 1e4}
     assert variant_parameters(base, "linear", 512, 128) == {"rope_type": "linear", "factor": 4.0, "rope_theta": 1e4}
@@ -139,7 +191,7 @@ def test_variant_parameters_follow_hf_conventions():
     assert variant_parameters(base, "dynamic", 2048, 128)["factor"] == 1.0
     assert variant_parameters(base, "yarn", 2048, 128, factor=8.0)["factor"] == 8.0
     with pytest.raises(ConfigError, match="unknown"):
-        variant_parameters(base, "ntk", 10, 10)
+        variant_parameters(base, "ntk_by_parts", 10, 10)
 
 
 def test_rope_variants_are_refused_for_alibi():

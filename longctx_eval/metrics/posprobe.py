@@ -1,5 +1,5 @@
 """posprobe metrics (the position-extrapolation probe) over exact attention rows: NPB, LAE, rho, hit rate,
-needle and sink mass.
+needle and sink mass; and the answer-NLL read-outs (per step, pooled, median and clipped perplexity).
 
 Pure numpy. A "row" is one query's softmax attention over the keys 0..L-1 (zeros past the query).
 Definitions follow docs/posprobe.md: entropies in bits, positions in tokens, NPB normalised by L.
@@ -84,6 +84,33 @@ def rho(lae: float, lae_ref: float, length: int, ref_length: int) -> float:
     return (lae - lae_ref) / math.log2(length / ref_length)
 
 
+CLIP_NLL = math.log(10.0)
+"""Per-step NLL cap of the clipped answer perplexity: a model that knows a digit comes but lost which one."""
+MAX_STEPS = 8
+"""Answer steps reported one by one (`needle_nll_k1` ...); the 5-digit passkey has 5 in every tokenizer seen."""
+
+
+def answer_terms(nll: Sequence[float]) -> dict[str, float]:
+    """One needle's answer-NLL fields (nats): pooled and clipped sums, its own perplexity, steps 2..K, each step.
+
+    `answer_nll_k{k}` is step k's NLL for k <= MAX_STEPS (k1: the step at the query's "? ", reported apart);
+    `answer_ppl` = exp(mean NLL) of this needle alone (the median perplexity's per-needle value).
+    """
+    v = np.asarray(nll, dtype=np.float64)
+    if v.ndim != 1 or v.size == 0 or not np.all(np.isfinite(v)):
+        raise ValueError(f"answer_terms: expected a non-empty list of finite per-step NLLs, got {list(nll)!r}")
+    terms = {
+        "answer_nll_sum": float(v.sum()),
+        "answer_nll_clipped_sum": float(np.minimum(v, CLIP_NLL).sum()),
+        "answer_tokens": float(v.size),
+        "answer_ppl": float(np.exp(v.mean())),
+        "answer_nll_rest_sum": float(v[1:].sum()),
+        "answer_rest_tokens": float(v.size - 1),
+    }
+    terms.update({f"answer_nll_k{k + 1}": float(x) for k, x in enumerate(v[:MAX_STEPS])})
+    return terms
+
+
 def perplexity(nll_sum: float, count: float) -> float:
     """exp(total negative log-likelihood in nats / tokens); nan for no tokens."""
     return math.exp(nll_sum / count) if count else float("nan")
@@ -93,3 +120,8 @@ def ppl_reduce(a: np.ndarray) -> float:
     """Metric reduce over (n, 2) rows of (nll_sum, tokens): the pooled perplexity."""
     den = a[:, 1].sum()
     return float(np.exp(a[:, 0].sum() / den)) if den else float("nan")
+
+
+def median_reduce(a: np.ndarray) -> float:
+    """Metric reduce over (n, 1) rows: the median of the first column (nan for no rows)."""
+    return float(np.median(a[:, 0])) if a.shape[0] else float("nan")

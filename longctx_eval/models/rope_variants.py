@@ -2,6 +2,8 @@
 
 With no fixed factor the scale is s = max(1, L / L_train) for a sequence of L tokens, so every variant is the
 unscaled model inside the training window and stretches exactly to the evaluated length beyond it.
+`ntk` (static NTK-aware scaling) has no HF rope type of its own: `rope_applied` turns it into plain RoPE with
+the base theta * alpha^(d / (d - 2)), d the rotary dimension, alpha = s.
 """
 
 from __future__ import annotations
@@ -31,6 +33,8 @@ def variant_parameters(
     params = {k: v for k, v in base.items() if k in ("rope_theta", "partial_rotary_factor")}
     if variant == "linear":
         return {**params, "rope_type": "linear", "factor": s}
+    if variant == "ntk":
+        return {**params, "rope_type": "ntk", "factor": s}
     if variant == "dynamic":
         # HF's dynamic NTK rescales the base from the live sequence length; factor 1 gives plain NTK-aware
         # scaling with s = L / L_train (identical to static NTK for one full forward pass). L_train reaches it
@@ -40,6 +44,28 @@ def variant_parameters(
     if variant == "yarn_notemp":
         yarn["attention_factor"] = 1.0  # YaRN's sqrt(1/t) = 0.1 ln s + 1 temperature switched off
     return yarn
+
+
+def rotary_dim(config: Any) -> int:
+    """The number of rotated dimensions per head: head_dim x partial_rotary_factor (as HF's RoPE functions)."""
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    return int(head_dim * dict(config.rope_parameters or {}).get("partial_rotary_factor", 1.0))
+
+
+def ntk_theta(theta: float, alpha: float, dim: int) -> float:
+    """Static NTK-aware base: theta * alpha^(d / (d - 2)), so the lowest frequency is stretched by alpha."""
+    if dim <= 2 or alpha < 1.0:
+        raise ConfigError(f"rope=ntk needs a rotary dimension > 2 and alpha >= 1; got d={dim}, alpha={alpha}")
+    return float(theta) * float(alpha) ** (dim / (dim - 2))
+
+
+def hf_parameters(config: Any, parameters: dict[str, Any]) -> dict[str, Any]:
+    """The rope_parameters transformers understands: `ntk` becomes plain RoPE with the NTK-scaled base."""
+    if parameters.get("rope_type") != "ntk":
+        return parameters
+    plain = {k: v for k, v in parameters.items() if k not in ("rope_type", "factor")}
+    theta = ntk_theta(parameters["rope_theta"], parameters["factor"], rotary_dim(config))
+    return {**plain, "rope_type": "default", "rope_theta": theta}
 
 
 def check_variant(config: Any, variant: str) -> None:
@@ -69,6 +95,7 @@ def rope_applied(model: torch.nn.Module, parameters: dict[str, Any], train_lengt
     if original is None:
         raise ConfigError(f"{type(model).__name__} has no `rotary_emb`; RoPE variants cannot be applied to it")
     dynamic_window = train_length if parameters.get("rope_type") == "dynamic" else None
+    parameters = hf_parameters(model.config, parameters)
     if dict(model.config.rope_parameters) == parameters and dynamic_window is None:
         yield
         return

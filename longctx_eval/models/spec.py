@@ -8,9 +8,10 @@
     oracle
     coref:baseline[?window=40]
     rag:<retriever>+<generator>[?k=5&iterative=false&hops=2&chunk_tokens=N&chunk_overlap=N&retriever.K=V&generator.K=V]
+    openai:<model>@<base_url>[?endpoint=chat|completions&tokenizer=T&max_length=N&max_in_flight=8&...]
 Every kind also takes `name=` (display and run-folder name). Short names: smollm2-135m, minilm, bm25, oracle,
-and the position-encoding references tiny-rope, tiny-rope-{linear,dynamic,yarn,yarn-notemp}, tiny-alibi;
-`default` = minilm,bm25,smollm2-135m. Parsing is a leaf: it imports no adapter module and no torch.
+and the position-encoding references tiny-rope, tiny-rope-{linear,dynamic,ntk,yarn,yarn-notemp}, tiny-alibi,
+tiny-learned; `default` = minilm,bm25,smollm2-135m. Parsing is a leaf: it imports no adapter module and no torch.
 """
 
 from __future__ import annotations
@@ -33,9 +34,11 @@ EMBEDDED = {
     "tiny-rope": "hf:tiny-rope?max_length=65536",
     "tiny-rope-linear": "hf:tiny-rope?rope=linear&max_length=65536",
     "tiny-rope-dynamic": "hf:tiny-rope?rope=dynamic&max_length=65536",
+    "tiny-rope-ntk": "hf:tiny-rope?rope=ntk&max_length=65536",
     "tiny-rope-yarn": "hf:tiny-rope?rope=yarn&max_length=65536",
     "tiny-rope-yarn-notemp": "hf:tiny-rope?rope=yarn_notemp&max_length=65536",
     "tiny-alibi": "hf:tiny-alibi?max_length=65536",
+    "tiny-learned": "hf:tiny-learned?max_length=65536",
 }
 DEFAULT_MODELS = ("minilm", "bm25", "smollm2-135m")
 
@@ -107,6 +110,10 @@ def _default_name(short: str | None, kind: str, target: str) -> str:
         return short
     if kind in ("hf", "retriever"):  # a path or hub id: its last component names the model
         return target.rstrip("/").rsplit("/", 1)[-1]
+    if kind == "openai":  # <model>@<base_url>: the served model's name, without the URL
+        from longctx_eval.models.openai_target import default_name
+
+        return default_name(target)
     return f"{kind}-{target}" if target else kind
 
 
