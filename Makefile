@@ -36,7 +36,13 @@ eval: venv
 		--out '$(OUT)' $(RUN_ARGS); status=$$?; \
 	$(BIN)/longctx-eval leaderboard '$(OUT)' --out '$(LEADERBOARD)' && exit $$status
 
-test: venv
+# llama-cpp-python's server (the `api-test` extra), which the served-model tests start on loopback, has no binary
+# wheel: it builds from source once (~4-6 min on 2 cores); pip's wheel cache makes later venvs reuse the build.
+$(VENV)/.api-installed: $(VENV)/.installed pyproject.toml constraints.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[api-test]'
+	touch $@
+
+test: venv $(VENV)/.api-installed
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: venv
@@ -55,9 +61,19 @@ bench: venv $(VENV)/.bench-installed
 	$(BIN)/python -m pytest -q -m bench tests/test_bench_smoke.py
 
 .PHONY: reference-models
-# Retrain the position-encoding references (~14 CPU-minutes at 1 thread); never run by eval or test.
+# Retrain the three position-encoding references (~23 CPU-minutes at 1 thread); never run by eval or test.
 reference-models: venv
 	nice -n 10 $(BIN)/python reference_models/train.py --model all --out reference_models
+
+.PHONY: probe-long
+PROBE_LONG_OUT ?= results/probe-long
+# SmolLM2-135M probed at 16K and 32K tokens with rope=none|ntk|yarn (longctx_eval/suites/probe-long.toml), then the
+# posprobe report and the per-sample summary (benchmarks/posprobe_long.py). ~55 min on 2 CPU cores at the suite's
+# limit of 1 needle per length; LIMIT=N for more. Opt-in: never run by eval or test.
+probe-long: venv
+	nice -n 10 $(BIN)/longctx-eval run --suite probe-long $(if $(LIMIT),--limit $(LIMIT)) --out '$(PROBE_LONG_OUT)'; \
+	status=$$?; $(BIN)/longctx-eval posprobe-report '$(PROBE_LONG_OUT)' --out '$(LEADERBOARD)/posprobe-long' && \
+	$(BIN)/python -m benchmarks.posprobe_long '$(PROBE_LONG_OUT)' --md '$(PROBE_LONG_OUT)/summary.md' && exit $$status
 
 clean-venv:
 	rm -rf $(VENV)

@@ -23,14 +23,17 @@ from longctx_eval.errors import ConfigError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.metrics import posprobe as pm
 from longctx_eval.models.attention_rows import ATTENTION_NAME, capture_rows
+from longctx_eval.models.learned_position import clamp_record
 from longctx_eval.models.memory import PeakRSS
 from longctx_eval.models.options import HFOptions
 from longctx_eval.models.references import reference_meta
 from longctx_eval.models.rope_variants import check_variant, rope_applied, variant_parameters
 from longctx_eval.sample import Prediction, Request
 
-LOGIT_CHUNK = 1024
-"""Positions per LM-head chunk: the full L x vocab logits of a real model would not fit at 32K."""
+LOGIT_CHUNK = 256
+"""Positions per LM-head chunk: the full L x vocab logits of a real model would not fit at 32K (SmolLM2: 6 GiB).
+One chunk's logits and log-probabilities are 2 x 256 x 49152 x 4 B = 96 MiB for SmolLM2, a constant that does not
+hide the forward's linear growth in the peak-memory fit (1024 made it 384 MiB and cost ~400 MiB of peak RSS)."""
 
 
 @dataclass(frozen=True)
@@ -181,8 +184,10 @@ class AttentionProbe:
         t0, peak = time.perf_counter(), PeakRSS()
         with peak, rope_applied(self.model, params, self.config.train_length):
             fwd = forward_rows(self.model, ids, queries)
+            clamp = clamp_record(self.model)  # read now: a later calibration forward would be "last"
         seconds = time.perf_counter() - t0
         data = summarize(fwd, ids, needle, answer, calibration.heads)
+        data.update(clamp)
         data.update(_haystack_nll(fwd, request.extra.get("filler_spans", [])))
         data.update(
             length=len(ids),
@@ -191,6 +196,7 @@ class AttentionProbe:
             calibration=calibration.record(),
             seconds=round(seconds, 4),
             peak_rss_mb=peak.megabytes,
+            rss_start_mb=peak.start_megabytes,  # peak - start: what this forward added at its peak
         )
         return Prediction(text=None, prompt_tokens=len(ids), completion_tokens=0, seconds=seconds, data=data)
 
@@ -200,8 +206,10 @@ class AttentionProbe:
         t0 = time.perf_counter()
         with rope_applied(self.model, self.params_for(len(ids)), self.config.train_length):
             nll = forward_rows(self.model, ids, []).nll
+            clamp = clamp_record(self.model)
         tail = nll[max(0, len(ids) - 1 - self.config.train_length) :]
         data = {
+            **clamp,
             "length": len(ids),
             "train_length": self.config.train_length,
             "text_nll_sum": float(nll.sum()),
