@@ -68,7 +68,7 @@ reference-models: venv
 .PHONY: probe-long
 PROBE_LONG_OUT ?= results/probe-long
 # SmolLM2-135M probed at 16K and 32K tokens with rope=none|ntk|yarn (longctx_eval/suites/probe-long.toml), then the
-# posprobe report and the per-sample summary (benchmarks/posprobe_long.py). ~55 min on 2 CPU cores at the suite's
+# posprobe report and the per-sample summary (benchmarks/posprobe_long.py). ~70 min on 2 CPU cores at the suite's
 # limit of 1 needle per length; LIMIT=N for more. Opt-in: never run by eval or test.
 probe-long: venv
 	nice -n 10 $(BIN)/longctx-eval run --suite probe-long $(if $(LIMIT),--limit $(LIMIT)) --out '$(PROBE_LONG_OUT)'; \
