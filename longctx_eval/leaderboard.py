@@ -51,6 +51,8 @@ class LeaderboardReport:
     written: list[Path] = field(default_factory=list)
     removed: list[Path] = field(default_factory=list)
     notes: list[MergeNote] = field(default_factory=list)
+    unfinished: list[tuple[Path, str]] = field(default_factory=list)
+    """Run folders among the inputs that hold no run.json (nothing to merge), with why; shown, not an error."""
 
     @property
     def exit_code(self) -> int:
@@ -82,6 +84,31 @@ def find_run_files(inputs: Iterable[Path]) -> list[Path]:
     for path in found:
         unique.setdefault(path.resolve(), path)
     return sorted(unique.values())
+
+
+def unfinished_run_folders(inputs: Iterable[Path]) -> list[tuple[Path, str]]:
+    """Run folders (a manifest.json) among `inputs` without a run.json, each with what its manifest says."""
+    found = []
+    for item in map(Path, inputs):
+        if not item.is_dir():
+            continue
+        for root, dirs, files in os.walk(item):
+            dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != RUNS_DIR)
+            if "manifest.json" in files and "run.json" not in files:
+                found.append((Path(root), _unfinished_reason(Path(root) / "manifest.json")))
+    return sorted(found)
+
+
+def _unfinished_reason(manifest: Path) -> str:
+    try:
+        tasks = json.loads(manifest.read_bytes()).get("tasks", {})
+        states = ", ".join(f"{name} ({entry.get('status', '?')})" for name, entry in sorted(tasks.items()))
+    except (OSError, ValueError, AttributeError):
+        states = "its manifest.json is unreadable"
+    return (
+        f"run folder without run.json (tasks: {states or 'none'}); nothing to merge: "
+        f"run `longctx-eval score {manifest.parent}` or rerun its `run` command"
+    )
 
 
 def started_time(run: RunResult) -> datetime:
@@ -136,6 +163,7 @@ def update_leaderboard(inputs: Sequence[Path], out_dir: Path, *, now: datetime |
     report = LeaderboardReport(entries=0, runs_read=0)
     runs = _read_valid(input_files, report)
     report.runs_read = len(runs)
+    report.unfinished = unfinished_run_folders(inputs)
 
     for path, run in runs:
         copy = out_dir / RUNS_DIR / run_copy_name(run)
@@ -182,7 +210,8 @@ def update_leaderboard(inputs: Sequence[Path], out_dir: Path, *, now: datetime |
         for e in entries
         if (out_dir / RUNS_DIR / run_copy_name(e)).is_file()
     }
-    atomic_write_text(markdown_path, render_markdown(entries, updated, links, run_links, notes))
+    unread = [(str(p), why) for p, why in [*report.skipped, *report.unfinished]]
+    atomic_write_text(markdown_path, render_markdown(entries, updated, links, run_links, notes, unread))
     report.written.append(markdown_path)
     # Only after the new plots and the page that links them are in place.
     keep = {*plots.values(), *(p for paths in lines.values() for p in paths)}

@@ -18,7 +18,15 @@ from longctx_eval.leaderboard_breakdowns import (
 from longctx_eval.leaderboard_details import detail_section
 from longctx_eval.result_text import DASH, format_cell, length_label
 from longctx_eval.result_text import md_escape as _escape
-from longctx_eval.results import Coverage, MetricResult, RunResult, TaskResult, strata_coverage
+from longctx_eval.results import (
+    Coverage,
+    MetricResult,
+    RunResult,
+    TaskResult,
+    failure_summary,
+    strata_coverage,
+    task_failed,
+)
 
 if TYPE_CHECKING:
     from longctx_eval.leaderboard_merge import MergeNote
@@ -44,11 +52,13 @@ def task_of(entry: RunResult, task: str) -> TaskResult | None:
 
 
 def primary_metric(task: str, entries: Sequence[RunResult]) -> str | None:
-    """The task's headline metric: the first metric listed by the first entry (by name) that ran it."""
+    """The task's headline metric: the first metric listed by the first entry (by name) that ran it.
+
+    An entry whose every request failed lists only the standard rates, so it never names the metric."""
     # One metric per table: taking it from a single entry keeps columns comparable across models.
     for entry in sorted(entries, key=lambda e: e.model.name):
         result = task_of(entry, task)
-        if result is not None and result.results:
+        if result is not None and result.results and not task_failed(result):
             return result.results[0].metric
     return None
 
@@ -84,14 +94,15 @@ def depths(task: str, entries: Sequence[RunResult], metric: str) -> list[float]:
     return sorted(found)
 
 
-CellState = Literal["value", "over_window", "not_evaluated", "missing"]
+CellState = Literal["value", "over_window", "failed", "not_evaluated", "missing"]
 
 
 @dataclass(frozen=True)
 class Cell:
     """One table or heatmap cell: its row (if any) and what the task's coverage says about the stratum.
 
-    `planned`, `evaluated` and `over_length` are None when the run file has no coverage (older files).
+    `planned`, `evaluated` and `over_length` are None when the run file has no coverage (older files);
+    `failed` counts the stratum's samples whose request failed (0 in files older than that count).
     """
 
     row: MetricResult | None
@@ -99,6 +110,7 @@ class Cell:
     planned: int | None = None
     evaluated: int | None = None
     over_length: int | None = None
+    failed: int = 0
 
     @property
     def partial(self) -> bool:
@@ -122,9 +134,11 @@ def cell(task: TaskResult, metric: str, length: int | None, depth: float | None)
     planned = sum(c.planned for c in covered)
     evaluated = sum(c.evaluated for c in covered)
     over = sum(c.over_length for c in covered)
+    failed = sum(c.failed for c in covered)
     if evaluated == 0:
-        return Cell(None, "over_window" if over else "not_evaluated", planned, evaluated, over)
-    return Cell(row, "missing" if row is None else "value", planned, evaluated, over)
+        state: CellState = "failed" if failed else "over_window" if over else "not_evaluated"
+        return Cell(None, state, planned, evaluated, over, failed)
+    return Cell(row, "missing" if row is None else "value", planned, evaluated, over, failed)
 
 
 def pooled_lengths_of(task: TaskResult) -> list[int] | None:
@@ -206,6 +220,8 @@ def format_state(c: Cell) -> str:
     """A table cell: the value with interval and n ('n=2/5' when partial), or the stratum's state."""
     if c.state == "over_window":
         return "n/a (over window)"
+    if c.state == "failed":
+        return f"{c.failed} failed" + (f" ({c.over_length} over window)" if c.over_length else "")
     if c.state == "not_evaluated":
         return "not evaluated"
     text = format_cell(c.row)
@@ -213,9 +229,13 @@ def format_state(c: Cell) -> str:
         return text
     if c.partial:
         text = text.rsplit(" n=", 1)[0] + f" n={c.row.n}/{c.planned}"
-    if c.over_length:
-        text += f" ({c.over_length} over window)"
-    return text
+    notes = [f"{c.over_length} over window"] * bool(c.over_length) + [f"{c.failed} failed"] * bool(c.failed)
+    return text + (f" ({', '.join(notes)})" if notes else "")
+
+
+def failed_cell(task: TaskResult) -> str:
+    """The pooled cell of a task whose every request failed: 'failed: reason'."""
+    return f"failed: {failure_summary(task.failures) or 'unknown error'}"
 
 
 MERGE_RULE = (
@@ -232,11 +252,13 @@ def render_markdown(
     plots: Mapping[str, str | Sequence[str]],
     run_links: Mapping[str, str] | None = None,
     notes: Sequence[MergeNote] = (),
+    unread: Sequence[tuple[str, str]] = (),
 ) -> str:
     """LEADERBOARD.md: per task a model x length table, then notes, skipped tasks and model metadata.
 
     `plots` maps task -> relative PNG path(s), the heatmap first; `run_links` maps model name -> relative
-    run-file path; `notes` are the merge's not-shown and replaced results.
+    run-file path; `notes` are the merge's not-shown and replaced results; `unread` the inputs (run files,
+    run folders) that were not merged, with why.
     """
     tasks = task_names(entries)
     lines = [
@@ -246,9 +268,11 @@ def render_markdown(
         "primary metric at that context length (tokens), pooled over depths, with its 95% bootstrap "
         "interval and sample count; `n=2/5` marks a partial cell (2 of the 5 samples of the task's grid "
         "evaluated). **n/a (over window)**: every sample at that length was longer than the model's context "
-        "window; **not evaluated**: that length's samples were not run (`--limit`). **all** pools the "
-        "lengths it names (never over-window ones; older run files: every length). Models are compared only "
-        "on the lengths they share: each table says its sort rule.",
+        "window; **N failed**: N requests failed (a server error, out of memory, a refused model): they are not "
+        "scored, their reasons are listed under the table, and a rerun retries them; **failed: reason**: every "
+        "request of the task failed; **not evaluated**: that length's samples were not run (`--limit`). "
+        "**all** pools the lengths it names (never over-window ones; older run files: every length). "
+        "Models are compared only on the lengths they share: each table says its sort rule.",
         "",
         MERGE_RULE,
     ]
@@ -263,6 +287,9 @@ def render_markdown(
         lines += [
             f"| {_escape(n.model)} | {_escape(n.task or DASH)} | {_escape(n.run)} | {_escape(n.reason)} |" for n in rest
         ]
+    if unread:
+        lines += ["", "## Not read", "", "| input | why |", "|---|---|"]
+        lines += [f"| {_escape(path)} | {_escape(why)} |" for path, why in unread]
     lines += ["", *_skipped_section(entries), "", *_models_section(entries, run_links or {})]
     return "\n".join(lines) + "\n"
 
@@ -291,7 +318,14 @@ def _task_section(
 ) -> list[str]:
     metric = primary_metric(task, entries)
     if metric is None:
-        lines = [f"## {_escape(task)}", "", "No results reported."]
+        lines = [f"## {_escape(task)}", ""]
+        failed = [(e.model.name, t) for e in entries if (t := task_of(e, task)) is not None and task_failed(t)]
+        if failed:
+            lines += ["Every request failed; nothing was scored.", "", "| model | state |", "|---|---|"]
+            lines += [f"| **{_escape(m)}** | {_escape(failed_cell(t))} |" for m, t in sorted(failed)]
+            lines += _failure_lines(failed)
+        else:
+            lines.append("No results reported.")
         return lines + _warnings(task, entries) + _note_lines(notes)
     versions = sorted({t.version for e in entries if (t := task_of(e, task)) is not None})
     version = f" (v{versions[0]})" if len(versions) == 1 else ""
@@ -317,7 +351,7 @@ def _task_section(
         assert result is not None  # ranked() only yields entries that ran the task
         cells = [f"**{_escape(entry.model.name)}**", *([] if version else [_escape(result.version)])]
         cells += [format_state(cell(result, metric, c, None)) for c in cols[:-1]]
-        all_cell = format_state(cell(result, metric, None, None))
+        all_cell = failed_cell(result) if task_failed(result) else format_state(cell(result, metric, None, None))
         own = pooled_lengths_of(result)
         if common is None and own is not None and cell(result, metric, None, None).state == "value":
             all_cell += f" over {_lengths_text(own)}"
@@ -331,12 +365,23 @@ def _task_section(
             )
     if counts:
         lines += ["", "Over-length and failed samples: " + "; ".join(counts) + "."]
+    lines += _failure_lines([(e.model.name, t) for e in models if (t := task_of(e, task)) is not None])
     lines += effective_note(board, metric, kinds) + slice_sections(board, metric) + contrast_section(board)
     lines += detail_section(board)
     lines += _warnings(task, entries) + _note_lines(notes)
     for path in [plots] if isinstance(plots, str) else plots or []:
         lines += ["", f"![{_escape(task)} {_plot_kind(path)}]({path})"]
     return lines
+
+
+def _failure_lines(board: Sequence[tuple[str, TaskResult]]) -> list[str]:
+    """'Failed requests: model: reason (count); ...' for the models with failed requests."""
+    found = [
+        f"{_escape(name)}: " + "; ".join(f"{_escape(reason)} ({n})" for reason, n in t.failures.items())
+        for name, t in board
+        if t.failures
+    ]
+    return ["", "Why requests failed (not scored; a rerun retries them): " + " · ".join(found) + "."] if found else []
 
 
 def _plot_kind(path: str) -> str:

@@ -19,7 +19,7 @@ from longctx_eval.errors import RunFileError
 from longctx_eval.io import atomic_write_text
 
 SCHEMA_VERSION = 1
-SKIP_KINDS = ("missing_data", "capability", "over_window", "error")
+SKIP_KINDS = ("missing_data", "capability", "over_window", "error", "crashed")
 SliceValue = bool | int | float | str
 """A sample-metadata value results are sliced by (bucketed: a hop count, a distance bucket, a flag)."""
 
@@ -144,14 +144,18 @@ class Coverage(_Strict):
     length: int = Field(ge=0, description="target context tokens of the stratum")
     depth: float | None = Field(default=None, description="needle depth 0-1; null for depth-free tasks")
     planned: int = Field(ge=0, description="samples in the task's full grid for this stratum")
-    evaluated: int = Field(ge=0, description="scored samples that fit the model's window")
+    evaluated: int = Field(ge=0, description="scored samples: they fit the model's window and did not fail")
     over_length: int = Field(ge=0, description="samples whose prompt did not fit the model's window")
+    failed: int = Field(
+        default=0, ge=0, description="samples whose request failed (status error): not scored, re-run on resume"
+    )
 
     @model_validator(mode="after")
     def _within_plan(self) -> Coverage:
-        if self.evaluated + self.over_length > self.planned:
+        if self.evaluated + self.over_length + self.failed > self.planned:
             raise ValueError(
-                f"evaluated ({self.evaluated}) + over_length ({self.over_length}) exceeds planned ({self.planned})"
+                f"evaluated ({self.evaluated}) + over_length ({self.over_length}) + failed ({self.failed}) "
+                f"exceeds planned ({self.planned})"
             )
         return self
 
@@ -232,7 +236,10 @@ class TaskResult(_Strict):
     dataset_hash: str = Field(description="sha256 over every sample (context, question, gold, metadata)")
     n_samples: int = Field(ge=0)
     over_length: int = Field(ge=0, description="samples whose prompt did not fit the model's context window")
-    errors: int = Field(ge=0, description="samples whose prediction failed")
+    errors: int = Field(ge=0, description="samples whose request failed (status error): counted, never scored")
+    failures: dict[str, int] = Field(
+        default_factory=dict, description="why requests failed: each distinct error message with its sample count"
+    )
     results: list[MetricResult]
     throughput: Throughput
     args: dict[str, Any] = Field(default_factory=dict, description="task arguments (--task-arg, suite 'args')")
@@ -293,6 +300,18 @@ class RunResult(_Strict):
     seconds: float
     tasks: list[TaskResult]
     skipped: list[Skipped]
+
+
+def task_failed(task: TaskResult) -> bool:
+    """Whether every sample of the task that fits the window failed (nothing could be scored)."""
+    return task.errors > 0 and task.errors + task.over_length >= task.n_samples
+
+
+def failure_summary(failures: dict[str, int], limit: int = 3) -> str:
+    """The most frequent failure reasons, one line: 'reason A (2); reason B (1); 3 more'."""
+    ranked = sorted(failures.items(), key=lambda kv: (-kv[1], kv[0]))
+    text = "; ".join(f"{reason} ({n})" if len(failures) > 1 else reason for reason, n in ranked[:limit])
+    return text + (f"; {len(ranked) - limit} more" if len(ranked) > limit else "")
 
 
 def strata_coverage(coverage: Sequence[Coverage]) -> list[Coverage]:

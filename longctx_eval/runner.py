@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import time
+import traceback
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from rich.markup import escape
@@ -26,7 +27,7 @@ from longctx_eval.models.spec import ModelSpec
 from longctx_eval.predictions import PredictionStore, prediction_key, prediction_to_record
 from longctx_eval.progress import console, progress_bar, status
 from longctx_eval.provenance import environment, suite_info
-from longctx_eval.results import Skipped
+from longctx_eval.results import Skipped, failure_summary, task_failed
 from longctx_eval.run_config import RunConfig, TaskPlan
 from longctx_eval.run_dir import check_same_identity, check_same_model, run_dir_for
 from longctx_eval.run_lock import RunFolderBusy, RunLock
@@ -46,6 +47,8 @@ class ModelOutcome:
     skipped: list[Skipped]
     stopped: str | None = None
     """Why the run stopped early (the --max-cost budget); what was computed is kept."""
+    failed: list[str] = field(default_factory=list)
+    """'task: reason' of each task that crashed or whose every request failed (the run exits non-zero)."""
 
 
 def run_models(plans: Sequence[tuple[ModelSpec, Sequence[TaskPlan]]], config: RunConfig) -> list[ModelOutcome]:
@@ -83,28 +86,35 @@ def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> 
                 console.print(f"[yellow]warning[/yellow] {warning}", highlight=False)
             skipped: list[Skipped] = []
             task_errors: list[str] = []
+            crashed: list[str] = []
             stopped: str | None = None
             for plan in tasks:
+                name = plan.info.name
                 try:
                     skip = _run_task(plan, adapter, config, run_dir, store, manifest)
                 except BudgetStop as stop:  # --max-cost: keep what was computed, score it, start nothing more
                     stopped = str(stop)
-                    console.print(f"[yellow]stopped[/yellow] {plan.info.name}: {stopped}", highlight=False)
+                    console.print(f"[yellow]stopped[/yellow] {name}: {stopped}", highlight=False)
                     break
                 except (OutputError, RunFolderBusy):
                     raise  # the folder itself cannot be written: nothing more can be saved
                 except LongctxError as exc:  # one task's bug never costs the model's other tasks
-                    console.print(f"[red]error[/red] {plan.info.name}: {exc}", highlight=False)
-                    task_errors.append(f"{plan.info.name}: {exc}")
-                    skip = Skipped(task=plan.info.name, reason=str(exc), kind="error")
+                    console.print(f"[red]error[/red] {name}: {exc}", highlight=False)
+                    task_errors.append(f"{name}: {exc}")
+                    skip = Skipped(task=name, reason=str(exc), kind="error")
+                except Exception as exc:  # a crash (a bug, a library's error) costs this task only, never the file
+                    skip = _crashed(run_dir, name, exc)
+                    console.print(f"[red]crashed[/red] {name}: {skip.reason}", highlight=False, soft_wrap=True)
+                    crashed.append(f"{name}: {skip.reason}")
                 if skip is not None:
-                    if skip.kind != "error":
-                        console.print(f"[yellow]skipped[/yellow] {plan.info.name}: {skip.reason}", highlight=False)
+                    if skip.kind not in ("error", "crashed"):
+                        console.print(f"[yellow]skipped[/yellow] {name}: {skip.reason}", highlight=False)
                         skipped.append(skip)
-                    manifest.skipped[plan.info.name] = skip
+                    manifest.skipped[name] = skip
                 else:
-                    manifest.skipped.pop(plan.info.name, None)
+                    manifest.skipped.pop(name, None)
                 write_manifest(run_dir, manifest)
+                _write_run_file(run_dir, config, name)
         finally:
             adapter.close()
         report = score_run_dir(
@@ -114,7 +124,47 @@ def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> 
     print_summary(report)
     ran = {p.info.name for p in tasks}
     errors = task_errors + [e for e in report.errors if e.split(":", 1)[0] in ran]
-    return ModelOutcome(spec, run_dir / "run.json", errors, skipped, stopped)
+    failed = crashed + [
+        f"{t.name}: failed: {failure_summary(t.failures)}" for t in report.run.tasks if t.name in ran and task_failed(t)
+    ]
+    return ModelOutcome(spec, run_dir / "run.json", errors, skipped, stopped, failed)
+
+
+CRASH_LOGS = "logs"
+"""RUN_DIR/logs/<task>.log: the traceback of a task that crashed (the console and run file get one line)."""
+
+
+def _crashed(run_dir: Path, task: str, exc: Exception) -> Skipped:
+    """Record a crashed task: its traceback to RUN_DIR/logs/<task>.log, one line of reason for the run file."""
+    log = run_dir / CRASH_LOGS / f"{task}.log"
+    text = "".join(traceback.format_exception(exc))
+    try:
+        atomic_write_text(log, f"{now_iso()} task {task} crashed\n{text}")
+        where = f"traceback in {log}"
+    except OutputError as write_error:
+        where = f"its traceback could not be written: {write_error}"
+    message = " ".join(f"{type(exc).__name__}: {exc}".split())[:300]
+    return Skipped(task=task, reason=f"{message} ({where})", kind="crashed")
+
+
+def _write_run_file(run_dir: Path, config: RunConfig, task: str) -> None:
+    """run.json after each task, so a later crash or kill never loses a finished task's results.
+
+    Only `task` is rescored (the others keep their entries); the final scoring pass redoes and reports them all.
+    """
+    try:
+        score_run_dir(
+            run_dir,
+            include_paths=config.include_paths,
+            effective=config.effective,
+            composite=config.composite,
+            only=[task],
+            echo=False,
+        )
+    except OutputError:
+        raise
+    except Exception as exc:  # the final scoring pass reports it; generation of the next task goes on
+        console.print(f"[yellow]warning[/yellow] run.json not updated after {task}: {exc}", highlight=False)
 
 
 def _fresh_manifest(held: Manifest | None, adapter: ModelAdapter) -> Manifest:
@@ -140,6 +190,9 @@ def _run_task(
         serves = ", ".join(sorted(adapter.capabilities))
         reason = f"model lacks capability {info.requires.describe()} (it serves {serves})"
         return Skipped(task=info.name, reason=reason, kind="capability")
+    refusal = adapter.unsupported(capability)  # pre-flight: the architecture, from the config, before any sample
+    if refusal is not None:
+        return Skipped(task=info.name, reason=refusal, kind="capability")
     started = now_iso()
     try:
         task = info.build(plan.args, lengths=plan.resolved_lengths, seed=config.seed, tokenizer=adapter.tokenizer)

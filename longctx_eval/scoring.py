@@ -11,7 +11,7 @@ import hashlib
 import inspect
 import json
 from collections import Counter, defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,7 +40,9 @@ from longctx_eval.results import (
     Skipped,
     TaskResult,
     Throughput,
+    failure_summary,
     read_run,
+    task_failed,
     write_run,
 )
 from longctx_eval.sample import Prediction, Sample, Score
@@ -50,7 +52,13 @@ from longctx_eval.task import Task, TaskInfo
 
 STANDARD_METRICS = (rate("over_length"), rate("error"))
 OVER_ALL = frozenset({"over_length"})
-"""Score fields whose metrics are computed over every sample; all others only over samples that fit the window."""
+"""Score fields whose metrics are computed over every sample."""
+OVER_FITTING = frozenset({"error"})
+"""Score fields computed over every sample that fits the window, failed ones included (`error_rate`); every
+other metric is over the samples that fit and did not fail: a failed request is never a wrong answer."""
+MAX_FAILURE_REASONS = 20
+"""Distinct failure messages kept per task (the most frequent); each cut to FAILURE_CHARS characters."""
+FAILURE_CHARS = 300
 
 
 @dataclass
@@ -67,11 +75,15 @@ def score_run_dir(
     include_paths: Sequence[str] = (),
     effective: EffectiveLengthConfig | None = None,
     composite: CompositeConfig | None = None,
+    only: Sequence[str] | None = None,
+    echo: bool = True,
 ) -> ScoreReport:
     """Recompute every task's metrics in a run folder and write RUN_DIR/run.json atomically.
 
     Also writes each task's per-sample RUN_DIR/scores/<task>.jsonl; `effective` sets the effective-length
-    thresholds (defaults: 0.856 absolute, 0.85 relative).
+    thresholds (defaults: 0.856 absolute, 0.85 relative). `only` rescores just those tasks and keeps the
+    others' results from the existing run.json (the runner's after-each-task write); `echo=False` prints
+    nothing.
     """
     effective = effective or EffectiveLengthConfig()
     manifest = read_manifest(run_dir)
@@ -85,10 +97,17 @@ def score_run_dir(
     results: list[TaskResult] = []
     errors: list[str] = []
     for entry in manifest.tasks.values():
+        if only is not None and entry.name not in only:
+            if entry.name in previous:
+                results.append(previous[entry.name])
+            continue
+        if _recorded_failure(manifest, entry):
+            continue  # the runner recorded why it failed (crashed, or an error): one reason, not a second one
         try:
             if entry.name not in registry:
                 raise RunFileError(f"task {entry.name!r} is not discoverable; pass its --include-path")
-            result = _score_task(run_dir, manifest, entry, registry.get(entry.name), store, effective, composite)
+            info = registry.get(entry.name)
+            result = _score_task(run_dir, manifest, entry, info, store, effective, composite, echo)
             held = previous.get(entry.name)
             if held is not None and held.scorer_sha256 not in (None, result.scorer_sha256):
                 report_warnings.append(
@@ -111,6 +130,18 @@ def score_run_dir(
     run = _run_result(manifest, results, skipped)
     write_run(run, run_dir / "run.json")
     return ScoreReport(run, errors, report_warnings)
+
+
+def _recorded_failure(manifest: Manifest, entry: TaskEntry) -> bool:
+    """Whether the task's generation stopped on an error or crash the manifest already records as its skip."""
+    skip = manifest.skipped.get(entry.name)
+    return entry.status == "running" and skip is not None and skip.kind in ("error", "crashed")
+
+
+def failure_reasons(failed: Iterable[Prediction]) -> dict[str, int]:
+    """Each distinct error message of failed predictions with its count (the most frequent MAX_FAILURE_REASONS)."""
+    counts = Counter(" ".join((p.error or "unknown error").split())[:FAILURE_CHARS] for p in failed)
+    return dict(sorted(counts.most_common(MAX_FAILURE_REASONS), key=lambda kv: (-kv[1], kv[0])))
 
 
 def _previous(run_dir: Path, warnings: list[str]) -> dict[str, TaskResult]:
@@ -177,7 +208,12 @@ def _load_samples(path: Path) -> list[tuple[Sample, list[str]]]:
 
 
 def score_one(scorer: Callable[[Sample, Prediction], Score], sample: Sample, pred: Prediction) -> Score:
-    """The task's score plus the standard over_length and error flags every task reports."""
+    """The task's score plus the standard over_length and error flags every task reports.
+
+    A failed request (status error) is not given to the task's scorer: it has only the two flags, so no task
+    metric counts it."""
+    if pred.status == "error":
+        return Score({"over_length": 0.0, "error": 1.0})
     try:
         score = scorer(sample, pred)
         values = dict(score.values)
@@ -196,6 +232,7 @@ def _score_task(
     store: PredictionStore,
     effective: EffectiveLengthConfig,
     composite: CompositeConfig | None = None,
+    echo: bool = True,
 ) -> TaskResult:
     """One task's TaskResult from its samples file and predictions, checked to belong to its manifest entry."""
     if entry.status != "generated":
@@ -222,9 +259,10 @@ def _score_task(
             f"lacks {len(missing)} prediction(s) (first: {missing[0]}); re-run the same command to resume"
         )
     task = info.build(entry.args, lengths=entry.lengths, seed=entry.seed, tokenizer=None)
-    scored, records, seconds, tokens, completions = [], [], 0.0, 0, None
+    scored, records, preds, seconds, tokens, completions = [], [], [], 0.0, 0, None
     for sample, keys in pairs:
         pred = combine_parts([record_to_prediction(store.records[k]) for k in keys])
+        preds.append(pred)
         score = score_one(task.scorer, sample, pred)
         scored.append((sample, score))
         records.append(score_record(sample, pred, score))
@@ -235,12 +273,16 @@ def _score_task(
     primary = task.primary_metric(entry.capability)
     metrics = [primary, *(m for m in task.metrics if m is not primary)]  # the headline metric leads the rows
     warnings = list(entry.warnings)
-    if not any(all(f in sc.values for f in primary.fields) for _, sc in scored):
-        text = f"the scorer never produced the primary metric {primary.name!r} (fields {list(primary.fields)})"
-        console.print(f"[yellow]warning[/yellow] {entry.name}: {text}", highlight=False)
-        warnings.append(text)
+    failures = failure_reasons(pred for pred in preds if pred.status == "error")
+    n_failed = sum(int(sc["error"]) for _, sc in scored)
     fitting = evaluated(scored)
-    n_ok = sum(1 for _, sc in fitting if not sc["error"])
+    # a task with nothing to score (every request failed or was over the window) has its own state, not this
+    if fitting and not any(all(f in sc.values for f in primary.fields) for _, sc in fitting):
+        text = f"the scorer never produced the primary metric {primary.name!r} (fields {list(primary.fields)})"
+        if echo:
+            console.print(f"[yellow]warning[/yellow] {entry.name}: {text}", highlight=False)
+        warnings.append(text)
+    n_ok = len(fitting)
     covered = coverage(scored, entry.planned)
     sliced, slice_warnings = slice_rows(scored, metrics, task.slices)
     warnings += slice_warnings
@@ -251,7 +293,8 @@ def _score_task(
         dataset_hash=entry.dataset_hash,
         n_samples=len(pairs),
         over_length=sum(int(sc["over_length"]) for _, sc in scored),
-        errors=sum(int(sc["error"]) for _, sc in scored),
+        errors=n_failed,
+        failures=failures,
         results=grouped_results(scored, [*metrics, *STANDARD_METRICS]),
         throughput=Throughput(
             samples_per_s=n_ok / seconds if seconds else 0.0,
@@ -293,7 +336,7 @@ def _effective(
 
 
 def coverage(scored: list[tuple[Sample, Score]], planned: list[tuple[int, float | None, int]]) -> list[Coverage]:
-    """Per (length, depth) and per length: samples in the full grid, evaluated, and over the window."""
+    """Per (length, depth) and per length: samples in the full grid, evaluated, over the window and failed."""
     plan: Counter = Counter()
     for length, depth, n in planned:
         plan[(length, depth)] += n
@@ -301,18 +344,20 @@ def coverage(scored: list[tuple[Sample, Score]], planned: list[tuple[int, float 
             plan[(length, None)] += n
     seen: Counter = Counter()
     over: Counter = Counter()
+    failed: Counter = Counter()
     for sample, score in scored:
         length, depth = stratum_of(sample)
         for cell in {(length, depth), (length, None)}:
-            (over if score["over_length"] else seen)[cell] += 1
-    cells = set(plan) | set(seen) | set(over)
+            (over if score["over_length"] else failed if score["error"] else seen)[cell] += 1
+    cells = set(plan) | set(seen) | set(over) | set(failed)
     return [
         Coverage(
             length=length,
             depth=depth,
-            planned=max(plan[(length, depth)], seen[(length, depth)] + over[(length, depth)]),
+            planned=max(plan[(length, depth)], seen[(length, depth)] + over[(length, depth)] + failed[(length, depth)]),
             evaluated=seen[(length, depth)],
             over_length=over[(length, depth)],
+            failed=failed[(length, depth)],
         )
         for length, depth in sorted(cells, key=lambda c: (c[0], c[1] is not None, c[1] or 0.0))
     ]
@@ -321,7 +366,8 @@ def coverage(scored: list[tuple[Sample, Score]], planned: list[tuple[int, float 
 def grouped_results(scored: list[tuple[Sample, Score]], metrics: list[Metric]) -> list[MetricResult]:
     """Each metric per (length, depth), per length pooled over depths, and pooled over everything.
 
-    Over-window samples count only in `over_length`; every other metric is over the samples that fit.
+    Over-window samples count only in `over_length`, failed ones only in `error` (over the samples that fit);
+    every other metric is over the samples that fit and did not fail.
     """
     groups: dict[tuple[int | None, float | None], list[Score]] = defaultdict(list)
     for sample, score in scored:
@@ -333,11 +379,21 @@ def grouped_results(scored: list[tuple[Sample, Score]], metrics: list[Metric]) -
     rows = []
     for (length, depth), scores in sorted(groups.items(), key=_group_order):
         for m in metrics:
-            pool = scores if OVER_ALL.issuperset(m.fields) else [s for s in scores if not s.values.get("over_length")]
+            pool = _pool(m, scores)
             row = metric_row(m, pool, length, depth)
             if row is not None:
                 rows.append(row)
     return rows
+
+
+def _pool(metric: Metric, scores: list[Score]) -> list[Score]:
+    """The samples `metric` is computed over (see OVER_ALL and OVER_FITTING)."""
+    if OVER_ALL.issuperset(metric.fields):
+        return scores
+    fitting = [s for s in scores if not s.values.get("over_length")]
+    if OVER_FITTING.issuperset(metric.fields):
+        return fitting
+    return [s for s in fitting if not s.values.get("error")]
 
 
 def _group_order(item: tuple[tuple[int | None, float | None], list[Score]]) -> tuple:
@@ -351,11 +407,20 @@ def print_summary(report: ScoreReport) -> None:
     for t in report.run.tasks:
         pooled = [r for r in t.results if r.length is None and r.depth is None]
         text = ", ".join(f"{r.metric}={r.value:.3f} [{r.ci95[0]:.2f}, {r.ci95[1]:.2f}]" for r in pooled)
-        if t.over_length and t.over_length == t.n_samples:
+        if task_failed(t):
+            text = f"failed: {failure_summary(t.failures)}; nothing was scored (re-run the same command to retry)"
+        elif t.over_length and t.over_length == t.n_samples:
             text = "n/a (over window): no sample fits the model's context window, nothing was scored"
         elif t.over_length:
             text += f" (over the lengths that fit: {', '.join(map(str, t.pooled_lengths or []))})"
-        console.print(f"  {t.name} (n={t.n_samples}, over_length={t.over_length}): {text}", highlight=False)
+        counts = f"n={t.n_samples}, over_length={t.over_length}" + (f", failed={t.errors}" if t.errors else "")
+        console.print(f"  {t.name} ({counts}): {text}", highlight=False)
+        if t.errors and not task_failed(t):
+            console.print(
+                f"  {t.name}: {t.errors} failed, not scored (re-run the same command to retry them): "
+                f"{failure_summary(t.failures)}",
+                highlight=False,
+            )
         for e in t.effective_length:
             console.print(f"  {t.name} {effective_sentence(e)}", highlight=False)
         for c in t.contrasts:

@@ -23,6 +23,8 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     report = update_leaderboard(list(args.inputs), args.out)
     for path, reason in report.skipped:
         console.print(f"[red]skipped[/red] {path}: {reason}", highlight=False, soft_wrap=True)
+    for path, reason in report.unfinished:
+        console.print(f"[yellow]not read[/yellow] {path}: {reason}", highlight=False, soft_wrap=True)
     for note in report.notes:
         where = f"{note.model} {note.task}" if note.task else note.model
         console.print(f"[yellow]note[/yellow] {where} ({note.run}): {note.reason}", highlight=False, soft_wrap=True)

@@ -22,6 +22,9 @@ from longctx_eval.run_dir import run_dir_for
 from longctx_eval.task import TaskInfo
 
 Plans = list[tuple[ModelSpec, list[TaskPlan]]]
+EXIT_TASK_FAILED = 4
+"""Exit status when a task crashed or every one of its requests failed (0 ok, 1 errors, 2 bad input, 3 the
+--max-cost budget stopped the run); the other tasks' results are in run.json."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -130,7 +133,8 @@ def plans_of(args: argparse.Namespace, registry: Registry[TaskInfo]) -> Plans:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    """Evaluate every model on its tasks; 0 when every task ran or was skipped for a stated reason."""
+    """Evaluate every model on its tasks; 0 when every task ran or was skipped for a stated reason, 1 on
+    errors, 3 when stopped at --max-cost, 4 when a task crashed or every request of it failed."""
     from longctx_eval.runner import run_models
 
     include = tuple(str(Path(p).resolve()) for p in args.include_path)
@@ -163,6 +167,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     written = [o for o in outcomes if o.run_file is not None]
     skipped = [(o.spec.name, s) for o in outcomes for s in o.skipped]
     errors = [(o.spec.name, e) for o in outcomes for e in o.errors]
+    failed = [(o.spec.name, f) for o in outcomes for f in o.failed]
     console.print(f"{len(written)} run file(s) in {time.perf_counter() - t0:.1f} s", highlight=False)
     if budget is not None:
         console.print(
@@ -177,6 +182,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     if errors:
         console.print(f"[red]{len(errors)} error(s)[/red], each stated above; results computed so far are saved")
         return 1
+    if failed:
+        for model, text in failed:
+            console.print(f"[red]failed[/red] {model} {text}", highlight=False, soft_wrap=True)
+        console.print(
+            f"[red]{len(failed)} task(s) failed[/red] (crashed, or every request failed); the other tasks' results "
+            "are saved. Re-run the same command to retry them",
+            highlight=False,
+        )
+        return EXIT_TASK_FAILED
     if config.strict and skipped:
         console.print("[red]--strict[/red]: a skipped task is an error", highlight=False)
         return 1

@@ -226,7 +226,7 @@ def with_composite(
     pooled = next(
         (r for r in result.results if r.metric == primary_metric and r.length is None and r.depth is None), None
     )
-    fitting = [(s, rec) for s, rec in zip(samples, records, strict=True) if rec.get("status") != "over_length"]
+    fitting = [(s, rec) for s, rec in zip(samples, records, strict=True) if rec.get("status") == "ok"]
     score, reason = task_composite(
         serving,
         None if pooled is None else (pooled.metric, pooled.value),

@@ -34,8 +34,8 @@ def same_value(value: Any, wanted: SliceValue) -> bool:
 
 
 def evaluated(scored: Scored) -> list[tuple[Sample, Score]]:
-    """The samples that fit the model's window: every breakdown is over these only."""
-    return [(s, sc) for s, sc in scored if not sc.values.get("over_length")]
+    """The samples that fit the model's window and whose request did not fail: every breakdown is over these."""
+    return [(s, sc) for s, sc in scored if not sc.values.get("over_length") and not sc.values.get("error")]
 
 
 def length_of(sample: Sample) -> int:

@@ -90,6 +90,11 @@ class ModelAdapter:
         """Dispatch a batch to the method that serves `capability`."""
         return getattr(self, Capability(capability).method)(requests)
 
+    def unsupported(self, capability: Capability) -> str | None:
+        """Why this model cannot serve `capability` although it declares it (its architecture, read from the
+        config before any request is sent), or None when it can; the runner skips the task with this reason."""
+        return None
+
     def bind(self, task: Task, samples: Sequence[Sample]) -> ModelAdapter:
         """The adapter that answers `task`'s requests for `samples`: itself, except for the oracle."""
         return self

@@ -114,6 +114,12 @@ class HFCausalLM(ModelAdapter):
             return len(request.extra["input_ids"])
         return len(self.render(request))
 
+    def unsupported(self, capability: Capability) -> str | None:
+        """The probe's architecture refusal (BLOOM, GPT-2, sliding windows) before any request is sent."""
+        from longctx_eval.models.probe_support import probe_refusal
+
+        return probe_refusal(self.model) if capability is Capability.ATTENTION else None
+
     def attention_stats(self, requests: Sequence[Request]) -> list[Prediction]:
         """Teacher-forced passkey probes with exact attention rows (see models/posprobe_forward.py)."""
         return self.probe.run(requests)
