@@ -121,8 +121,8 @@ def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> 
             run_dir, include_paths=config.include_paths, effective=config.effective, composite=config.composite
         )
     console.print(f"wrote {run_dir / 'run.json'}", highlight=False)
-    print_summary(report)
     ran = {p.info.name for p in tasks}
+    print_summary(report, announced=ran)
     errors = task_errors + [e for e in report.errors if e.split(":", 1)[0] in ran]
     failed = crashed + [
         f"{t.name}: failed: {failure_summary(t.failures)}" for t in report.run.tasks if t.name in ran and task_failed(t)

@@ -401,9 +401,11 @@ def _group_order(item: tuple[tuple[int | None, float | None], list[Score]]) -> t
     return (length is not None, length or 0, depth is not None, depth or 0.0)
 
 
-def print_summary(report: ScoreReport) -> None:
+def print_summary(report: ScoreReport, announced: Iterable[str] = ()) -> None:
     """The pooled metrics of each task, its effective lengths and pooled contrasts, then skips, warnings and
-    errors, one line each."""
+    errors, one line each; skips of the tasks in `announced` were printed when they happened and are not
+    repeated."""
+    announced = set(announced)
     for t in report.run.tasks:
         pooled = [r for r in t.results if r.length is None and r.depth is None]
         text = ", ".join(f"{r.metric}={r.value:.3f} [{r.ci95[0]:.2f}, {r.ci95[1]:.2f}]" for r in pooled)
@@ -427,7 +429,8 @@ def print_summary(report: ScoreReport) -> None:
             if c.length is None:
                 console.print(f"  {t.name} contrast {contrast_sentence(c)}", highlight=False)
     for s in report.run.skipped:
-        console.print(f"  skipped {s.task}: {s.reason}", highlight=False)
+        if s.task not in announced:
+            console.print(f"  skipped {s.task}: {s.reason}", highlight=False)
     for w in report.warnings:
         console.print(f"  [yellow]warning[/yellow] {w}", highlight=False)
     for e in report.errors:
