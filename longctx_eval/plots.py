@@ -166,6 +166,7 @@ def cell_marks(grid: Sequence[Sequence[Cell]]) -> dict[str, int]:
     return {
         "over_window": sum(c.state == "over_window" for c in flat),
         "not_evaluated": sum(c.state == "not_evaluated" for c in flat),
+        "failed": sum(c.state == "failed" for c in flat),
         "partial": sum(c.partial for c in flat),
     }
 
@@ -202,9 +203,10 @@ def _heatmap(ax: Axes, cells: Sequence[Sequence[Cell]], vmin: float, vmax: float
             ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, **OVER_WINDOW_STYLE))
             ax.text(j, i, "n/a", ha="center", va="center", fontsize=fontsize, color="black")
             continue
-        if c.state == "not_evaluated":
+        if c.state in ("not_evaluated", "failed"):
             ax.add_patch(Rectangle((j - 0.5, i - 0.5), 1, 1, **NOT_EVALUATED_STYLE))
-            ax.text(j, i, "n/e", ha="center", va="center", fontsize=fontsize, color="dimgray")
+            mark = "n/e" if c.state == "not_evaluated" else "failed"
+            ax.text(j, i, mark, ha="center", va="center", fontsize=fontsize, color="dimgray")
             continue
         if not np.isfinite(value):
             ax.text(j, i, "–", ha="center", va="center", fontsize=fontsize, color="dimgray")
@@ -219,7 +221,7 @@ def _heatmap(ax: Axes, cells: Sequence[Sequence[Cell]], vmin: float, vmax: float
 
 def _legend_height(cells: Sequence[Cell]) -> float:
     """Extra figure height (inches) for the legend row, 0 when no cell needs explaining."""
-    return 0.3 if any(c.state in ("over_window", "not_evaluated") or c.partial for c in cells) else 0.0
+    return 0.3 if any(c.state in ("over_window", "not_evaluated", "failed") or c.partial for c in cells) else 0.0
 
 
 def _legend(fig: Figure, cells: Sequence[Cell]) -> None:
@@ -229,6 +231,8 @@ def _legend(fig: Figure, cells: Sequence[Cell]) -> None:
         handles.append(Patch(**OVER_WINDOW_STYLE, label="n/a: over the model's context window"))
     if any(c.state == "not_evaluated" for c in cells):
         handles.append(Patch(**NOT_EVALUATED_STYLE, label="n/e: not evaluated (--limit)"))
+    if any(c.state == "failed" for c in cells):
+        handles.append(Patch(**NOT_EVALUATED_STYLE, label="failed: every request failed (see the page)"))
     if any(c.partial for c in cells):
         handles.append(Patch(facecolor="none", edgecolor="none", label="*: partial, fewer samples than planned"))
     if handles:
