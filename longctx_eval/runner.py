@@ -224,6 +224,7 @@ def _run_task(
         include_paths=list(config.include_paths),
     )
     manifest.tasks[info.name] = entry
+    manifest.skipped.pop(info.name, None)  # an earlier run's skip no longer explains this task
     write_manifest(run_dir, manifest)
     t0 = time.perf_counter()
     warnings = _generate(info, task, samples, requests, keys, adapter, capability, store, config.budget)

@@ -133,9 +133,9 @@ def score_run_dir(
 
 
 def _recorded_failure(manifest: Manifest, entry: TaskEntry) -> bool:
-    """Whether the task's generation stopped on an error or crash the manifest already records as its skip."""
-    skip = manifest.skipped.get(entry.name)
-    return entry.status == "running" and skip is not None and skip.kind in ("error", "crashed")
+    """Whether the task's generation did not finish and the manifest already says why (its skip: an error, a
+    crash, or a later run's refusal), so scoring adds no second "did not finish" error."""
+    return entry.status == "running" and entry.name in manifest.skipped
 
 
 def failure_reasons(failed: Iterable[Prediction]) -> dict[str, int]:

@@ -160,3 +160,45 @@ def test_tiny_architecture_generates_and_the_probe_is_refused_up_front(arch, tin
 @pytest.mark.parametrize("arch", ["llama", "gpt_neox", "qwen2", "mistral"])
 def test_tiny_architecture_runs_or_refuses_the_probe_slow(arch, tiny_model, tmp_path, capsys):
     _check_architecture(arch, tiny_model, tmp_path, capsys)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_probe_refusal_reads_the_architecture_from_the_model(arch):
+    from transformers import AutoModelForCausalLM
+
+    from longctx_eval.models.probe_support import probe_refusal
+
+    model = AutoModelForCausalLM.from_config(_config(arch, 64, 1, 2))
+    refusal = probe_refusal(model)
+    assert (refusal is None) == (arch in PROBED), refusal
+    if refusal is not None:
+        assert REFUSALS[arch] in refusal and type(model).__name__ in refusal
+
+
+def test_a_sliding_window_that_no_layer_uses_is_not_refused():
+    import transformers as tf
+    from transformers import AutoModelForCausalLM
+
+    from longctx_eval.models.probe_support import probe_refusal
+
+    qwen = tf.Qwen2Config(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=64,
+        use_sliding_window=False,
+        sliding_window=256,
+    )
+    mistral = tf.MistralConfig(
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        vocab_size=64,
+        sliding_window=None,
+    )
+    for cfg in (qwen, mistral):
+        assert probe_refusal(AutoModelForCausalLM.from_config(cfg)) is None

@@ -183,13 +183,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.print(f"[red]{len(errors)} error(s)[/red], each stated above; results computed so far are saved")
         return 1
     if failed:
-        for model, text in failed:
-            console.print(f"[red]failed[/red] {model} {text}", highlight=False, soft_wrap=True)
         console.print(
             f"[red]{len(failed)} task(s) failed[/red] (crashed, or every request failed); the other tasks' results "
-            "are saved. Re-run the same command to retry them",
+            "are saved. Re-run the same command to retry them:",
             highlight=False,
         )
+        for model, text in failed:
+            console.print(f"  {model} {text}", highlight=False, soft_wrap=True)
         return EXIT_TASK_FAILED
     if config.strict and skipped:
         console.print("[red]--strict[/red]: a skipped task is an error", highlight=False)
