@@ -53,6 +53,8 @@ class ServedRequest:
     temperature: float | None = 0.0
     """0: greedy. None: not sent (servers or hosted reasoning models that refuse it use their default)."""
     seed: int | None = 0
+    sampling: Mapping[str, float] = field(default_factory=dict)
+    """Further OpenAI API generation fields (top_p, presence_penalty, frequency_penalty), sent as given."""
     stream: bool = True
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     reasoning_effort: str | None = None
@@ -391,6 +393,7 @@ class ServedClient:
             body["temperature"] = req.temperature
         if req.seed is not None:
             body["seed"] = req.seed
+        body.update(req.sampling)
         if req.extra_body:
             body["extra_body"] = dict(req.extra_body)
         return body
