@@ -78,7 +78,7 @@ class OpenAIModel(ModelAdapter):
             raise
         self.thinking_tokens = o.thinking_tokens
         self.sampling: Sampling | None = greedy_sampling(o.neutral, self.hosted) if o.decoding == "greedy" else None
-        settings: dict[str, Any] = {"decoding": o.decoding, **self.renderer.settings()}
+        settings: dict[str, Any] = {"decoding": o.decoding, "tokenizer_from": loaded.source, **self.renderer.settings()}
         if self.sampling is not None:  # what every request carries (the seed too), as sent
             settings["generation"] = {**self.sampling.record(), "seed": o.seed}
         if self.sampling is None and "seed" in o.model_fields_set:  # decoding=default sends a seed only when given
