@@ -59,6 +59,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--duration", type=float, default=None, metavar="S", help="seconds a level may dispatch for (default: no limit)"
     )
     p.add_argument("--warmup", type=int, default=1, help="short requests sent before the first level, not counted")
+    p.add_argument(
+        "--cache",
+        choices=("cold", "suite", "hit"),
+        default="cold",
+        help="cold: every request a distinct prompt, led by its own line (default); suite: the suite's prompts "
+        "exactly as a run sends them, each once; hit: a cache-hit scenario, --hit-prompts prompts sent once "
+        "beforehand and then reused",
+    )
+    p.add_argument(
+        "--hit-prompts", type=int, default=1, metavar="K", help="--cache hit: how many prompts are reused (default 1)"
+    )
     p.add_argument("--rpm", type=float, default=None, help="requests per minute never exceeded (attempts included)")
     p.add_argument("--tpm", type=float, default=None, help="tokens per minute never exceeded (prompt + max tokens)")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="per-attempt timeout (default: the spec's)")
@@ -104,9 +115,11 @@ def cmd_load(args: argparse.Namespace) -> int:
     out = args.out or Path("load") / f"{slug(spec.name)}.json"
     png = out.with_suffix(".png")
     ensure_dir(out.parent)
+    if args.hit_prompts < 1:
+        raise ConfigError(f"--hit-prompts {args.hit_prompts}: expected at least 1 prompt")
     adapter = load_model(spec)
     try:
-        pool = build_pool(adapter, plans, args.seed)
+        pool = build_pool(adapter, plans, args.seed, args.cache, sweep.requests_needed(), args.hit_prompts)
         client = _client(adapter, spec, sweep, args)
     finally:
         adapter.close()
@@ -129,6 +142,8 @@ def cmd_load(args: argparse.Namespace) -> int:
             "timeout_s": client.limits.timeout_s,
             "max_attempts": client.limits.max_attempts,
             "seed": args.seed,
+            "cache": args.cache,
+            **({"hit_prompts": args.hit_prompts} if args.cache == "hit" else {}),
         },
         "prompts": pool.describe(),
         "levels": [],
@@ -139,13 +154,16 @@ def cmd_load(args: argparse.Namespace) -> int:
         record["levels"].append(level)
         write_json(record, out)  # after every level: an interrupted sweep keeps the levels it finished
         write_plot(record, png)
+        cache = level.get("prefix_cache") or {}
+        hits = "unknown" if cache.get("hit_rate") is None else f"{100 * cache['hit_rate']:.1f}%"
         console.print(
             f"  {level['concurrency']:>4} in flight: {level['output_tokens_per_s']:,.1f} output tok/s, "
-            f"{level['requests_per_s']:.2f} req/s, {level['failed']} failed ({level['stopped_by']})",
+            f"{level['requests_per_s']:.2f} req/s, {level['ok']} ok, {level['failed']} failed, prefix-cache hits "
+            f"{hits} ({level['stopped_by']})",
             highlight=False,
         )
 
-    asyncio.run(_sweep(client, pool.requests, sweep, on_level))
+    asyncio.run(_sweep(client, pool.requests, sweep, on_level, prewarm=args.cache == "hit"))
     print(table(record["levels"]))
     console.print(f"wrote {out} and {png}", highlight=False)
     return 1 if any(lv["failed"] for lv in record["levels"]) else 0
@@ -175,11 +193,23 @@ async def _sweep(
     requests: list[ServedRequest],
     sweep: SweepConfig,
     on_level: Callable[[dict[str, Any]], None],
+    prewarm: bool = False,
 ) -> None:
-    """Run the sweep on one event loop and close the client."""
+    """Run the sweep on one event loop (reading the server's prefix-cache counters around each level) and close
+    the client."""
+    import os
+
+    from longctx_eval.load_test.server_metrics import scrape
     from longctx_eval.load_test.sweep import run_sweep
+    from longctx_eval.models.openai_client import server_root
+
+    roots = [server_root(client.base_url)]
+    key = os.environ.get(client.api_key_env) or None
+
+    async def metrics() -> dict[str, Any] | None:
+        return await scrape(roots, key)
 
     try:
-        await run_sweep(client, requests, sweep, on_level)
+        await run_sweep(client, requests, sweep, on_level, prewarm=prewarm, metrics=metrics)
     finally:
         await client.aclose()
