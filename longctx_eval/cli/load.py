@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from longctx_eval.load_test.sweep import SweepConfig
     from longctx_eval.models.base import ModelAdapter
     from longctx_eval.models.openai_client import ServedClient, ServedRequest
+    from longctx_eval.models.openai_pool import ServerPool
     from longctx_eval.models.spec import ModelSpec
 
 DEFAULT_TASKS = "needle"
@@ -91,6 +92,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     from longctx_eval.load_test.report import KIND, table, write_json, write_plot
     from longctx_eval.load_test.sweep import SweepConfig
     from longctx_eval.models.loader import load_model
+    from longctx_eval.models.openai_pool import ServerPool
     from longctx_eval.models.spec import parse_spec, slug
     from longctx_eval.provenance import environment, suite_info
     from longctx_eval.run_config import TaskPlan, check_limit, parse_lengths, parse_task_args, parse_tasks
@@ -130,6 +132,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         "spec": spec.raw,
         "served_model": client.model,
         "base_url": client.base_url,
+        **({"base_urls": client.base_urls} if isinstance(client, ServerPool) else {}),
         "suite": suite_info().model_dump(),
         "environment": environment().model_dump(),
         "config": {
@@ -169,9 +172,13 @@ def cmd_load(args: argparse.Namespace) -> int:
     return 1 if any(lv["failed"] for lv in record["levels"]) else 0
 
 
-def _client(adapter: ModelAdapter, spec: ModelSpec, sweep: SweepConfig, args: argparse.Namespace) -> ServedClient:
-    """One client for the whole sweep: the adapter's endpoint, key variable and limits, with the CLI's overrides."""
+def _client(
+    adapter: ModelAdapter, spec: ModelSpec, sweep: SweepConfig, args: argparse.Namespace
+) -> ServedClient | ServerPool:
+    """One client for the whole sweep: the adapter's endpoint(s), key variable and limits, with the CLI's
+    overrides (several servers: a ServerPool, each server taking up to the level's requests in flight)."""
     from longctx_eval.models.openai_client import ClientLimits, ServedClient
+    from longctx_eval.models.openai_pool import ServerPool
     from longctx_eval.models.openai_target import parse_target
 
     target = parse_target(spec.target, spec.raw)
@@ -185,11 +192,13 @@ def _client(adapter: ModelAdapter, spec: ModelSpec, sweep: SweepConfig, args: ar
     except ValueError as exc:
         raise ConfigError(f"load: {exc}") from None
     key_env = getattr(adapter, "api_key_env", None) or getattr(spec.options, "api_key_env", None) or "OPENAI_API_KEY"
+    if len(target.base_urls) > 1:
+        return ServerPool(target.base_urls, target.model, key_env, limits)
     return ServedClient(target.base_url, target.model, key_env, limits)
 
 
 async def _sweep(
-    client: ServedClient,
+    client: ServedClient | ServerPool,
     requests: list[ServedRequest],
     sweep: SweepConfig,
     on_level: Callable[[dict[str, Any]], None],
@@ -203,7 +212,7 @@ async def _sweep(
     from longctx_eval.load_test.sweep import run_sweep
     from longctx_eval.models.openai_client import server_root
 
-    roots = [server_root(client.base_url)]
+    roots = [server_root(u) for u in getattr(client, "base_urls", [client.base_url])]
     key = os.environ.get(client.api_key_env) or None
 
     async def metrics() -> dict[str, Any] | None:

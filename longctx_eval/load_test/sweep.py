@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -151,6 +152,9 @@ async def _level(
         measured_prompt_tokens=measured,
     )
     summary["prefix_cache"] = level_hit_rate(before, after)
+    by_server = Counter(r.server for r in results if r.server is not None)
+    if by_server:  # several servers (models/openai_pool.py): how many requests each answered
+        summary["by_server"] = dict(sorted(by_server.items()))
     return summary, len(tasks)
 
 

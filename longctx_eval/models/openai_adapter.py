@@ -22,8 +22,10 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError, PrerequisiteError
+from longctx_eval.hashing import sha256_text
 from longctx_eval.models.base import ModelAdapter, model_meta
 from longctx_eval.models.openai_client import ClientLimits, ServedClient, ServedRequest, ServedResult
+from longctx_eval.models.openai_pool import ServerPool
 from longctx_eval.models.openai_prompt import PromptRenderer, Rendered, load_served_tokenizer
 from longctx_eval.models.openai_reasoning import split_reasoning, strip_echoed_prefix
 from longctx_eval.models.openai_sampling import Sampling, greedy_sampling
@@ -54,6 +56,7 @@ class OpenAIModel(ModelAdapter):
         self.options = o
         target = parse_target(spec.target, spec.raw)
         self.served_model, self.base_url, self.hosted = target.model, target.base_url, target.hosted
+        self.base_urls = target.base_urls
         self.limits = ClientLimits(
             max_in_flight=o.max_in_flight,
             rpm=o.rpm,
@@ -64,7 +67,11 @@ class OpenAIModel(ModelAdapter):
             backoff_cap_s=o.backoff_cap,
             seed=o.retry_seed,
         )
-        self.client = ServedClient(self.base_url, self.served_model, o.api_key_env, self.limits)
+        self.client: ServedClient | ServerPool = (
+            ServerPool(self.base_urls, self.served_model, o.api_key_env, self.limits)
+            if len(self.base_urls) > 1
+            else ServedClient(self.base_url, self.served_model, o.api_key_env, self.limits)
+        )
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="openai-client", daemon=True)
         self._thread.start()
@@ -223,6 +230,7 @@ class OpenAIModel(ModelAdapter):
             reasoning_effort=o.reasoning_effort,
             extra_body={**(sampling.extra if sampling is not None else {}), **rendered.extra_body},
             prompt_tokens=prompt_tokens if prompt_tokens is not None else self.renderer.count(request),
+            affinity=sha256_text(request.context)[:16] if len(self.base_urls) > 1 else None,
         )
         return req, rendered
 

@@ -62,6 +62,8 @@ class ServedRequest:
     """Server-specific fields (vLLM: continue_final_message, add_generation_prompt, chat_template_kwargs)."""
     prompt_tokens: int | None = None
     """Expected prompt tokens, for the tokens-per-minute window (else estimated as characters / 4)."""
+    affinity: str | None = None
+    """Names the document the request reads: with several servers, requests of one document go to one server."""
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):
@@ -115,6 +117,8 @@ class ServedResult:
     """None when the request succeeded, else why it finally failed (one line, no key)."""
     error_kind: str | None = None
     """The failure's reason class: one of RETRY_REASONS, `http_<status>`, `limit` or `client`."""
+    server: str | None = None
+    """The base URL that answered, when the model has several servers (models/openai_pool.py)."""
 
     @property
     def ok(self) -> bool:
@@ -173,6 +177,8 @@ class ServedResult:
             rec["reasoning_tokens"] = self.usage["reasoning_tokens"]
         if self.error is not None:
             rec["error_kind"] = self.error_kind
+        if self.server is not None:
+            rec["server"] = self.server
         return rec
 
 
