@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 import tomllib
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,10 +47,18 @@ class PriceTable:
     path: Path
     prices: dict[str, Price]
     as_of: str | None = None
+    estimated: dict[str, str] = field(default_factory=dict)
+    """Served model name -> how its price was estimated (cost_estimate.py), for models the file lacks."""
 
     def get(self, model: str) -> Price | None:
         """The price of a served model name, None when the table does not list it."""
         return self.prices.get(model)
+
+    def with_estimate(self, model: str, price: Price, how: str) -> PriceTable:
+        """This table plus an estimated price for `model` (never over a price the file gives)."""
+        if model in self.prices:
+            return self
+        return replace(self, prices={**self.prices, model: price}, estimated={**self.estimated, model: how})
 
 
 def load_prices(path: Path | None = None) -> PriceTable:
@@ -131,6 +139,21 @@ def output_budget(adapter: ModelAdapter, request: Request) -> int:
     return int(bound(request)) if callable(bound) else request.max_new_tokens
 
 
+def price_entry(model: str) -> str:
+    """The TOML lines of one price-table entry, to be copied into the table as printed and filled in."""
+    name = model.replace("\\", "\\\\").replace('"', '\\"')
+    return f'[models."{name}"]\ninput = <USD per 1M prompt tokens>\noutput = <USD per 1M output tokens>'
+
+
+def missing_price(model: str, path: Path) -> str:
+    """Why `--max-cost` refuses a served model without a price, with the entry to add verbatim."""
+    return (
+        f"--max-cost: no price for served model {model!r} in {path}. Add these lines to it (or to your own file, "
+        "passed with --prices FILE), or let a self-hosted server's price be estimated with --gpu-hour-price USD "
+        "--throughput-from RUN_DIR|load.json:\n" + price_entry(model)
+    )
+
+
 class BudgetStop(Exception):
     """Raised before a batch that would exceed `--max-cost`; the runner stops, keeping what it computed."""
 
@@ -156,11 +179,7 @@ class Budget:
             priced = price_of(spec, self.table)
             self._by_spec[spec.raw] = priced
             if not priced.known:
-                raise ConfigError(
-                    f"--max-cost: no price for served model {priced.served!r} in {self.table.path}; add "
-                    f'[models."{priced.served}"] input = ... output = ... (USD per 1M tokens) there or in your own '
-                    "file passed with --prices FILE"
-                )
+                raise ConfigError(missing_price(priced.served or "", self.table.path))
 
     def _priced(self, raw_spec: str) -> ModelPrice:
         held = self._by_spec.get(raw_spec)

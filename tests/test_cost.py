@@ -130,5 +130,42 @@ def test_unknown_price_is_said_and_refused(tmp_path, capsys):
     capsys.readouterr()
     code = main(["run", "--model", spec, "--tasks", "needle", "--max-cost", "1", "--out", str(tmp_path / "o")])
     assert code == 2
-    assert "no price for served model 'no-such-model'" in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert "no price for served model 'no-such-model'" in err
+    # the entry to add is printed verbatim (rich markup once swallowed the [models."..."] line)
+    assert err.splitlines()[-3:] == [
+        '[models."no-such-model"]',
+        "input = <USD per 1M prompt tokens>",
+        "output = <USD per 1M output tokens>",
+    ]
     assert not Path(tmp_path / "o" / "no-such-model").exists()
+
+
+def test_a_self_hosted_price_is_estimated_from_a_gpu_hour_and_measured_throughput(serve_hf, tmp_path, capsys):
+    spec = f"openai:{SERVE_MODEL}@{serve_hf}?tokenizer=smollm2-135m&batch_size=1&name=gpu-hour"
+    load = tmp_path / "load.json"  # the shape `longctx-eval load` writes (its best level is what counts)
+    levels = [{"concurrency": 1, "total_tokens_per_s": 400.0}, {"concurrency": 8, "total_tokens_per_s": 1000.0}]
+    load.write_text(json.dumps({"kind": "load_test", "served_model": SERVE_MODEL, "levels": levels}))
+    out = tmp_path / "out"
+    common = ["--model", spec, "--tasks", "needle", "--lengths", "512", "--limit", "2", "--out", str(out)]
+    common += ["--task-arg", "needle.source=synthetic", "--throughput-from", str(load)]
+
+    assert main(["run", "--dry-run", *common]) == 0  # no estimate asked for: cost unknown
+    assert _dry_row(capsys.readouterr().out, "gpu-hour")[8] == "unknown"
+    # $3600 an hour at 1000 tokens/s is $1 a second: $0.001 per token, $1000 per 1M tokens
+    assert main(["run", "--dry-run", *common, "--gpu-hour-price", "3600"]) == 0
+    captured = capsys.readouterr()
+    assert "estimated $1000.0000 per 1M tokens = $3600/hour over measured 1,000 tokens/s at concurrency 8" in (
+        captured.err
+    )
+    _, _, requests, _, _, prompt, _, output, cost, *_ = _dry_row(captured.out, "gpu-hour")
+    total = int(prompt.replace(",", "")) + int(output.replace(",", ""))
+    assert requests == "2" and cost == f"${total / 1000:,.4f}"
+    assert main(["run", *common, "--gpu-hour-price", "3600", "--max-cost", f"{0.5 * total / 2 / 1000:.4f}"]) == 3
+    assert "stopped at the cost budget" in capsys.readouterr().err  # the budget ran on the estimate
+
+    assert main(["run", "--dry-run", *common[:-2], "--gpu-hour-price", "3600"]) == 2
+    assert "--gpu-hour-price needs --throughput-from" in capsys.readouterr().err
+    load.write_text(json.dumps({"kind": "load_test", "served_model": "other", "levels": levels}))
+    assert main(["run", "--dry-run", *common, "--gpu-hour-price", "3600"]) == 2
+    assert f"it measured 'other', not served model '{SERVE_MODEL}'" in capsys.readouterr().err

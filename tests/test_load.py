@@ -112,14 +112,83 @@ def test_load_command_writes_json_and_plot(serve_hf, fault_proxy, tmp_path, caps
     assert main(args) == 0
     record = json.loads(out.read_text())
     assert record["kind"] == "load_test" and record["served_model"] == SERVE_MODEL and record["model"] == "served"
-    assert record["prompts"]["n"] == 3 and record["prompts"]["tasks"] == ["needle"]
+    assert record["prompts"]["n"] == 2 and record["prompts"]["tasks"] == ["needle"]  # one per request sent
+    assert record["prompts"]["cache"] == "cold" and record["prompts"]["suite_prompts"] == 3
     assert 500 < record["prompts"]["prompt_tokens"]["mean"] < 700  # 512-token contexts plus the question
     assert [lv["concurrency"] for lv in record["levels"]] == [1, 2]
     assert [lv["ok"] for lv in record["levels"]] == [1, 1] and all(
         lv["repeated_prompts"] == 0 for lv in record["levels"]
     )
     assert out.with_suffix(".png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
-    assert "in flight" in capsys.readouterr().out
+    printed = capsys.readouterr()
+    assert "in flight" in printed.out and "TTFT p50/p95/p99 ms (n)" in printed.out
+    assert "prefix-cache hits unknown" in printed.err  # serve has no /metrics: unknown, never 0
+    assert all(lv["prefix_cache"] is None for lv in record["levels"])
     assert http_json(root(proxy) + "/fault-stats")[1]["requests"] == 2
     assert main(["load", "--model", "smollm2-135m"]) == 2
     assert "load measures a served model" in capsys.readouterr().err
+
+
+def test_cache_scenarios_distinct_suite_and_hit(serve_hf, tmp_path, capsys):
+    """cold: every request its own prompt, distinct from its first line; suite: the run's prompts, refused when
+    the sweep needs more; hit: the same prompt after a prewarm, every request counted as reused."""
+    from longctx_eval.cli import main
+    from longctx_eval.discovery import discover, select
+    from longctx_eval.load_test.prompts import LEAD, build_pool
+    from longctx_eval.models.loader import load_model
+    from longctx_eval.models.spec import parse_spec
+    from longctx_eval.run_config import TaskPlan
+
+    spec = f"openai:{SERVE_MODEL}@{serve_hf}?tokenizer=smollm2-135m"
+    info = select(discover(()), ("needle",))[0]
+    plans = [TaskPlan(info, [256], 2, info.check_args({"source": "synthetic"}, "--task-arg"))]
+    adapter = load_model(parse_spec(spec))
+    try:
+        cold = build_pool(adapter, plans, 0, "cold", needed=5)
+        suite = build_pool(adapter, plans, 0, "suite", needed=2)
+        with pytest.raises(ConfigError, match="sends up to 5 requests but the tasks give 2 prompts"):
+            build_pool(adapter, plans, 0, "suite", needed=5)
+        hit = build_pool(adapter, plans, 0, "hit", needed=5, hit_prompts=1)
+    finally:
+        adapter.close()
+    firsts = [r.messages[0]["content"] for r in cold.requests]
+    assert len(firsts) == 5 and len({f[:40] for f in firsts}) == 5  # distinct from the first characters on
+    assert [f.startswith(LEAD.format(n=i + 1)) for i, f in enumerate(firsts)] == [True] * 5
+    assert cold.prompt_tokens[0] > suite.prompt_tokens[0]  # measured with the lead line it is sent with
+    assert len(suite.requests) == 2 and not suite.requests[0].messages[0]["content"].startswith("Load-test")
+    assert len(hit.requests) == 1
+
+    out = tmp_path / "hit.json"
+    args = ["load", "--model", spec, "--tasks", "needle", "--lengths", "256", "--limit", "2", "--warmup", "0"]
+    args += ["--task-arg", "needle.source=synthetic", "--concurrency", "1", "--max-requests", "2"]
+    assert main([*args, "--cache", "hit", "--out", str(out)]) == 0
+    record = json.loads(out.read_text())
+    (level,) = record["levels"]
+    assert record["config"]["cache"] == "hit" and record["config"]["hit_prompts"] == 1
+    assert level["ok"] == 2 and level["repeated_prompts"] == 2 and level["prefix_cache"] is None
+    assert main([*args, "--cache", "suite", "--max-requests", "3", "--out", str(out)]) == 2
+    assert "--cache suite: the sweep sends up to 3 requests" in capsys.readouterr().err
+
+
+def test_prefix_cache_counters_are_parsed_from_prometheus_text():
+    """No vLLM runs in the default suite (nothing here serves these counters), so this reads text in the form
+    vLLM 0.32's /metrics serves: its counter names and labels, written out by hand."""
+    from longctx_eval.load_test.server_metrics import level_hit_rate, parse_prefix_cache
+
+    def page(queries: float, hits: float) -> str:
+        return (
+            "# HELP vllm:prefix_cache_queries_total Prefix cache queries, in terms of number of queried tokens.\n"
+            "# TYPE vllm:prefix_cache_queries_total counter\n"
+            f'vllm:prefix_cache_queries_total{{engine="0",model_name="m"}} {queries}\n'
+            f'vllm:prefix_cache_queries_created{{engine="0",model_name="m"}} 1.7e9\n'
+            "# TYPE vllm:prefix_cache_hits_total counter\n"
+            f'vllm:prefix_cache_hits_total{{engine="0",model_name="m"}} {hits}\n'
+            'vllm:num_requests_running{engine="0",model_name="m"} 0.0\n'
+        )
+
+    before, after = parse_prefix_cache(page(1000.0, 100.0)), parse_prefix_cache(page(3000.0, 1100.0))
+    assert before == {"queries": 1000.0, "hits": 100.0, "metrics": ["vllm:prefix_cache_hits_total",
+                                                                     "vllm:prefix_cache_queries_total"]}  # fmt: skip
+    assert level_hit_rate(before, after)["hit_rate"] == 0.5  # 1000 of the 2000 tokens queried in the level
+    assert parse_prefix_cache("# nothing\nprocess_cpu_seconds_total 1.0\n") is None
+    assert level_hit_rate(None, after) is None

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from longctx_eval.load_test.sweep import SweepConfig
     from longctx_eval.models.base import ModelAdapter
     from longctx_eval.models.openai_client import ServedClient, ServedRequest
+    from longctx_eval.models.openai_pool import ServerPool
     from longctx_eval.models.spec import ModelSpec
 
 DEFAULT_TASKS = "needle"
@@ -59,6 +60,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--duration", type=float, default=None, metavar="S", help="seconds a level may dispatch for (default: no limit)"
     )
     p.add_argument("--warmup", type=int, default=1, help="short requests sent before the first level, not counted")
+    p.add_argument(
+        "--cache",
+        choices=("cold", "suite", "hit"),
+        default="cold",
+        help="cold: every request a distinct prompt, led by its own line (default); suite: the suite's prompts "
+        "exactly as a run sends them, each once; hit: a cache-hit scenario, --hit-prompts prompts sent once "
+        "beforehand and then reused",
+    )
+    p.add_argument(
+        "--hit-prompts", type=int, default=1, metavar="K", help="--cache hit: how many prompts are reused (default 1)"
+    )
     p.add_argument("--rpm", type=float, default=None, help="requests per minute never exceeded (attempts included)")
     p.add_argument("--tpm", type=float, default=None, help="tokens per minute never exceeded (prompt + max tokens)")
     p.add_argument("--timeout", type=float, default=None, metavar="S", help="per-attempt timeout (default: the spec's)")
@@ -80,6 +92,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     from longctx_eval.load_test.report import KIND, table, write_json, write_plot
     from longctx_eval.load_test.sweep import SweepConfig
     from longctx_eval.models.loader import load_model
+    from longctx_eval.models.openai_pool import ServerPool
     from longctx_eval.models.spec import parse_spec, slug
     from longctx_eval.provenance import environment, suite_info
     from longctx_eval.run_config import TaskPlan, check_limit, parse_lengths, parse_task_args, parse_tasks
@@ -104,9 +117,11 @@ def cmd_load(args: argparse.Namespace) -> int:
     out = args.out or Path("load") / f"{slug(spec.name)}.json"
     png = out.with_suffix(".png")
     ensure_dir(out.parent)
+    if args.hit_prompts < 1:
+        raise ConfigError(f"--hit-prompts {args.hit_prompts}: expected at least 1 prompt")
     adapter = load_model(spec)
     try:
-        pool = build_pool(adapter, plans, args.seed)
+        pool = build_pool(adapter, plans, args.seed, args.cache, sweep.requests_needed(), args.hit_prompts)
         client = _client(adapter, spec, sweep, args)
     finally:
         adapter.close()
@@ -117,6 +132,7 @@ def cmd_load(args: argparse.Namespace) -> int:
         "spec": spec.raw,
         "served_model": client.model,
         "base_url": client.base_url,
+        **({"base_urls": client.base_urls} if isinstance(client, ServerPool) else {}),
         "suite": suite_info().model_dump(),
         "environment": environment().model_dump(),
         "config": {
@@ -129,6 +145,8 @@ def cmd_load(args: argparse.Namespace) -> int:
             "timeout_s": client.limits.timeout_s,
             "max_attempts": client.limits.max_attempts,
             "seed": args.seed,
+            "cache": args.cache,
+            **({"hit_prompts": args.hit_prompts} if args.cache == "hit" else {}),
         },
         "prompts": pool.describe(),
         "levels": [],
@@ -139,21 +157,28 @@ def cmd_load(args: argparse.Namespace) -> int:
         record["levels"].append(level)
         write_json(record, out)  # after every level: an interrupted sweep keeps the levels it finished
         write_plot(record, png)
+        cache = level.get("prefix_cache") or {}
+        hits = "unknown" if cache.get("hit_rate") is None else f"{100 * cache['hit_rate']:.1f}%"
         console.print(
             f"  {level['concurrency']:>4} in flight: {level['output_tokens_per_s']:,.1f} output tok/s, "
-            f"{level['requests_per_s']:.2f} req/s, {level['failed']} failed ({level['stopped_by']})",
+            f"{level['requests_per_s']:.2f} req/s, {level['ok']} ok, {level['failed']} failed, prefix-cache hits "
+            f"{hits} ({level['stopped_by']})",
             highlight=False,
         )
 
-    asyncio.run(_sweep(client, pool.requests, sweep, on_level))
+    asyncio.run(_sweep(client, pool.requests, sweep, on_level, prewarm=args.cache == "hit"))
     print(table(record["levels"]))
     console.print(f"wrote {out} and {png}", highlight=False)
     return 1 if any(lv["failed"] for lv in record["levels"]) else 0
 
 
-def _client(adapter: ModelAdapter, spec: ModelSpec, sweep: SweepConfig, args: argparse.Namespace) -> ServedClient:
-    """One client for the whole sweep: the adapter's endpoint, key variable and limits, with the CLI's overrides."""
+def _client(
+    adapter: ModelAdapter, spec: ModelSpec, sweep: SweepConfig, args: argparse.Namespace
+) -> ServedClient | ServerPool:
+    """One client for the whole sweep: the adapter's endpoint(s), key variable and limits, with the CLI's
+    overrides (several servers: a ServerPool, each server taking up to the level's requests in flight)."""
     from longctx_eval.models.openai_client import ClientLimits, ServedClient
+    from longctx_eval.models.openai_pool import ServerPool
     from longctx_eval.models.openai_target import parse_target
 
     target = parse_target(spec.target, spec.raw)
@@ -167,19 +192,33 @@ def _client(adapter: ModelAdapter, spec: ModelSpec, sweep: SweepConfig, args: ar
     except ValueError as exc:
         raise ConfigError(f"load: {exc}") from None
     key_env = getattr(adapter, "api_key_env", None) or getattr(spec.options, "api_key_env", None) or "OPENAI_API_KEY"
+    if len(target.base_urls) > 1:
+        return ServerPool(target.base_urls, target.model, key_env, limits)
     return ServedClient(target.base_url, target.model, key_env, limits)
 
 
 async def _sweep(
-    client: ServedClient,
+    client: ServedClient | ServerPool,
     requests: list[ServedRequest],
     sweep: SweepConfig,
     on_level: Callable[[dict[str, Any]], None],
+    prewarm: bool = False,
 ) -> None:
-    """Run the sweep on one event loop and close the client."""
+    """Run the sweep on one event loop (reading the server's prefix-cache counters around each level) and close
+    the client."""
+    import os
+
+    from longctx_eval.load_test.server_metrics import scrape
     from longctx_eval.load_test.sweep import run_sweep
+    from longctx_eval.models.openai_client import server_root
+
+    roots = [server_root(u) for u in getattr(client, "base_urls", [client.base_url])]
+    key = os.environ.get(client.api_key_env) or None
+
+    async def metrics() -> dict[str, Any] | None:
+        return await scrape(roots, key)
 
     try:
-        await run_sweep(client, requests, sweep, on_level)
+        await run_sweep(client, requests, sweep, on_level, prewarm=prewarm, metrics=metrics)
     finally:
         await client.aclose()

@@ -79,6 +79,14 @@ def add_cost_flags(run: argparse.ArgumentParser) -> None:
         help="your price table (TOML, USD per 1M tokens; form of longctx_eval/prices.toml), used instead of it",
     )
     run.add_argument(
+        "--gpu-hour-price",
+        type=float,
+        default=None,
+        metavar="USD",
+        help="price a served model the table lacks (a self-hosted server) from what an hour of its server costs "
+        "(all its GPUs) over the tokens/s measured by --throughput-from (for --max-cost and --dry-run)",
+    )
+    run.add_argument(
         "--assume-throughput",
         default=f"{DEFAULT_PROMPT_TPS:g},{DEFAULT_OUTPUT_TPS:g}",
         metavar="PROMPT_TPS,OUTPUT_TPS",
@@ -89,7 +97,8 @@ def add_cost_flags(run: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="RUN_DIR|run.json|load.json",
-        help="--dry-run time estimate from a measured run or `longctx-eval load` result instead of the assumption",
+        help="--dry-run time estimate (and the --gpu-hour-price estimate) from a measured run or `longctx-eval "
+        "load` result of the same model instead of the assumption",
     )
 
 
@@ -143,7 +152,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.dry_run:  # nothing is written: not even the output folder
         config = RunConfig(seed=args.seed, out=Path(args.out), include_paths=include, effective=effective)
         plans = plans_of(args, discover(include))
-        return _dry_run(plans, config, table, args)
+        return _dry_run(plans, config, _with_estimates(table, plans, args), args)
+    plans = plans_of(args, discover(include))
+    table = _with_estimates(table, plans, args)
     budget = Budget(args.max_cost, table) if args.max_cost is not None else None
     config = RunConfig(
         seed=args.seed,
@@ -154,7 +165,6 @@ def cmd_run(args: argparse.Namespace) -> int:
         budget=budget,
         composite=composite_config(args),
     )
-    plans = plans_of(args, discover(include))
     if budget is not None:
         budget.check_specs(spec for spec, _ in plans)
     if args.no_resume:
@@ -195,6 +205,23 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.print("[red]--strict[/red]: a skipped task is an error", highlight=False)
         return 1
     return 0
+
+
+def _with_estimates(table: PriceTable, plans: Plans, args: argparse.Namespace) -> PriceTable:
+    """`table` plus a --gpu-hour-price estimate for each served model it lacks (each printed with its basis)."""
+    if args.gpu_hour_price is None:
+        return table
+    from longctx_eval.cost import served_model
+    from longctx_eval.cost_estimate import gpu_hour_estimate
+
+    unpriced = sorted({m for spec, _ in plans if (m := served_model(spec)) is not None and table.get(m) is None})
+    if not unpriced:
+        console.print(f"--gpu-hour-price: not used, every served model has a price in {table.path}", highlight=False)
+    for model in unpriced:
+        est = gpu_hour_estimate(args.gpu_hour_price, args.throughput_from, model)
+        table = table.with_estimate(model, est.price, est.how)
+        console.print(f"cost of served model {model!r}: {est.how}", highlight=False)
+    return table
 
 
 def _dry_run(plans: Plans, config: RunConfig, table: PriceTable, args: argparse.Namespace) -> int:

@@ -4,19 +4,23 @@ One client serves every level, so its rate limits (requests and tokens per minut
 across the whole sweep, never per level. A level stops dispatching when it has sent `max_requests` or when
 `duration_s` has passed; requests in flight then finish (their latency counts), and a request or retry that
 would have to wait past the deadline for the rate limits is not sent (`not_sent`). Prompts are taken in order
-and continue across levels, so a level reuses a prompt (and may hit a server's prefix cache) only when the
-pool is exhausted; such requests are counted in `repeated_prompts`.
+and continue across levels; the pool holds a prompt for every request the sweep may send (load_test/prompts.py),
+except in the cache-hit scenario, whose few prompts are sent once before the first level and then reused: every
+reuse is counted in `repeated_prompts`. Where the server exposes prefix-cache counters (`/metrics`,
+server_metrics.py), each level reports the hit rate it saw.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Callable, Sequence
+from collections import Counter
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from longctx_eval.errors import ConfigError
+from longctx_eval.load_test.server_metrics import level_hit_rate
 from longctx_eval.load_test.summary import level_summary
 from longctx_eval.models.openai_client import ServedClient, ServedRequest, ServedResult
 from longctx_eval.models.openai_limits import RateLimiter
@@ -50,6 +54,10 @@ class SweepConfig:
     def requests_at(self, level: int) -> int:
         """The request budget of one level."""
         return self.max_requests if self.max_requests is not None else max(8, 4 * level)
+
+    def requests_needed(self) -> int:
+        """The most requests the whole sweep may send (every level's budget), warmup left out."""
+        return sum(self.requests_at(level) for level in self.levels)
 
 
 class _PastDeadline(Exception):
@@ -85,6 +93,8 @@ async def _level(
     level: int,
     config: SweepConfig,
     gate: _Deadline,
+    prewarmed: bool = False,
+    metrics: Callable[[], Awaitable[dict[str, Any] | None]] | None = None,
 ) -> tuple[dict[str, Any], int]:
     """Run one level; returns its summary and how many prompts it took from the pool (sent or not)."""
     slots = asyncio.Semaphore(level)
@@ -107,6 +117,7 @@ async def _level(
             slots.release()
 
     tasks: list[asyncio.Task] = []
+    before = await metrics() if metrics is not None else None
     t0 = time.perf_counter()
     budget = config.requests_at(level)
     for j in range(budget):
@@ -124,11 +135,12 @@ async def _level(
             break
         k = start + j
         req = replace(pool[k % len(pool)], id=f"c{level}-{j}")
-        tasks.append(asyncio.create_task(one(req, k >= len(pool))))
+        tasks.append(asyncio.create_task(one(req, prewarmed or k >= len(pool))))
     await asyncio.gather(*tasks)
     if cut.is_set():
         stopped_by = "duration"
     wall = time.perf_counter() - t0
+    after = await metrics() if metrics is not None else None
     measured = {f"c{level}-{j}": pool[(start + j) % len(pool)].prompt_tokens for j in range(len(tasks))}
     summary = level_summary(
         level,
@@ -139,6 +151,10 @@ async def _level(
         repeated=repeated,
         measured_prompt_tokens=measured,
     )
+    summary["prefix_cache"] = level_hit_rate(before, after)
+    by_server = Counter(r.server for r in results if r.server is not None)
+    if by_server:  # several servers (models/openai_pool.py): how many requests each answered
+        summary["by_server"] = dict(sorted(by_server.items()))
     return summary, len(tasks)
 
 
@@ -147,17 +163,25 @@ async def run_sweep(
     pool: Sequence[ServedRequest],
     config: SweepConfig,
     on_level: Callable[[dict[str, Any]], None] | None = None,
+    *,
+    prewarm: bool = False,
+    metrics: Callable[[], Awaitable[dict[str, Any] | None]] | None = None,
 ) -> list[dict[str, Any]]:
-    """Send `pool`'s requests at every level of `config`; returns one summary per level, in order."""
+    """Send `pool`'s requests at every level of `config`; returns one summary per level, in order. `prewarm`:
+    send the pool once first, uncounted (the cache-hit scenario); `metrics`: reads the server's prefix-cache
+    counters (server_metrics.scrape), before and after each level."""
     if not pool:
         raise ConfigError("load: no prompts to send (check --tasks, --lengths and the model's context window)")
     gate = _Deadline(time.monotonic)
     client.limiter = RateLimiter(client.limits.rpm, client.limits.tpm, clock=gate.clock, sleep=gate.sleep)
     for _ in range(config.warmup):
         await client.complete(warmup_request(pool[0]))
+    if prewarm:
+        for i, req in enumerate(pool):
+            await client.complete(replace(req, id=f"prewarm-{i}"))
     levels, start = [], 0
     for level in config.levels:
-        summary, sent = await _level(client, pool, start, level, config, gate)
+        summary, sent = await _level(client, pool, start, level, config, gate, prewarm, metrics)
         start += sent
         levels.append(summary)
         if on_level is not None:

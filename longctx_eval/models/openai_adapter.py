@@ -22,10 +22,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError, PrerequisiteError
+from longctx_eval.hashing import sha256_text
 from longctx_eval.models.base import ModelAdapter, model_meta
 from longctx_eval.models.openai_client import ClientLimits, ServedClient, ServedRequest, ServedResult
+from longctx_eval.models.openai_pool import ServerPool
 from longctx_eval.models.openai_prompt import PromptRenderer, Rendered, load_served_tokenizer
 from longctx_eval.models.openai_reasoning import split_reasoning, strip_echoed_prefix
+from longctx_eval.models.openai_sampling import Sampling, greedy_sampling
 from longctx_eval.models.openai_target import known_window, parse_target
 from longctx_eval.models.options import OpenAIOptions
 from longctx_eval.progress import console
@@ -53,6 +56,7 @@ class OpenAIModel(ModelAdapter):
         self.options = o
         target = parse_target(spec.target, spec.raw)
         self.served_model, self.base_url, self.hosted = target.model, target.base_url, target.hosted
+        self.base_urls = target.base_urls
         self.limits = ClientLimits(
             max_in_flight=o.max_in_flight,
             rpm=o.rpm,
@@ -63,7 +67,11 @@ class OpenAIModel(ModelAdapter):
             backoff_cap_s=o.backoff_cap,
             seed=o.retry_seed,
         )
-        self.client = ServedClient(self.base_url, self.served_model, o.api_key_env, self.limits)
+        self.client: ServedClient | ServerPool = (
+            ServerPool(self.base_urls, self.served_model, o.api_key_env, self.limits)
+            if len(self.base_urls) > 1
+            else ServedClient(self.base_url, self.served_model, o.api_key_env, self.limits)
+        )
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="openai-client", daemon=True)
         self._thread.start()
@@ -76,8 +84,11 @@ class OpenAIModel(ModelAdapter):
             self.close()
             raise
         self.thinking_tokens = o.thinking_tokens
-        settings: dict[str, Any] = {"decoding": o.decoding, **self.renderer.settings()}
-        if o.decoding == "default" or "seed" in o.model_fields_set:
+        self.sampling: Sampling | None = greedy_sampling(o.neutral, self.hosted) if o.decoding == "greedy" else None
+        settings: dict[str, Any] = {"decoding": o.decoding, "tokenizer_from": loaded.source, **self.renderer.settings()}
+        if self.sampling is not None:  # what every request carries (the seed too), as sent
+            settings["generation"] = {**self.sampling.record(), "seed": o.seed}
+        if self.sampling is None and "seed" in o.model_fields_set:  # decoding=default sends a seed only when given
             settings["seed"] = o.seed
         if o.thinking_tokens:
             settings["thinking_tokens"] = o.thinking_tokens
@@ -203,19 +214,23 @@ class OpenAIModel(ModelAdapter):
     def _served(self, request: Request, prompt_tokens: int | None = None) -> tuple[ServedRequest, Rendered]:
         o = self.options
         rendered = self.renderer.render(request)
-        greedy = o.decoding == "greedy"
+        sampling = self.sampling
+        fields = dict(sampling.fields) if sampling is not None else {}
+        temperature = fields.pop("temperature", None)
         req = ServedRequest(
             messages=rendered.messages,
             prompt=rendered.prompt,
             max_tokens=self.max_output_tokens(request),
             id=f"{request.sample_id}#{request.part}",
-            temperature=0.0 if greedy else None,
-            seed=o.seed if greedy or "seed" in o.model_fields_set else None,
+            temperature=temperature,
+            seed=o.seed if sampling is not None or "seed" in o.model_fields_set else None,
+            sampling=fields,
             stream=o.stream,
             max_tokens_param="max_completion_tokens" if self.hosted and rendered.messages else "max_tokens",
             reasoning_effort=o.reasoning_effort,
-            extra_body=rendered.extra_body,
+            extra_body={**(sampling.extra if sampling is not None else {}), **rendered.extra_body},
             prompt_tokens=prompt_tokens if prompt_tokens is not None else self.renderer.count(request),
+            affinity=sha256_text(request.context)[:16] if len(self.base_urls) > 1 else None,
         )
         return req, rendered
 

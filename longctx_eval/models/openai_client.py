@@ -53,6 +53,8 @@ class ServedRequest:
     temperature: float | None = 0.0
     """0: greedy. None: not sent (servers or hosted reasoning models that refuse it use their default)."""
     seed: int | None = 0
+    sampling: Mapping[str, float] = field(default_factory=dict)
+    """Further OpenAI API generation fields (top_p, presence_penalty, frequency_penalty), sent as given."""
     stream: bool = True
     max_tokens_param: Literal["max_tokens", "max_completion_tokens"] = "max_tokens"
     reasoning_effort: str | None = None
@@ -60,6 +62,8 @@ class ServedRequest:
     """Server-specific fields (vLLM: continue_final_message, add_generation_prompt, chat_template_kwargs)."""
     prompt_tokens: int | None = None
     """Expected prompt tokens, for the tokens-per-minute window (else estimated as characters / 4)."""
+    affinity: str | None = None
+    """Names the document the request reads: with several servers, requests of one document go to one server."""
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):
@@ -113,6 +117,8 @@ class ServedResult:
     """None when the request succeeded, else why it finally failed (one line, no key)."""
     error_kind: str | None = None
     """The failure's reason class: one of RETRY_REASONS, `http_<status>`, `limit` or `client`."""
+    server: str | None = None
+    """The base URL that answered, when the model has several servers (models/openai_pool.py)."""
 
     @property
     def ok(self) -> bool:
@@ -171,6 +177,8 @@ class ServedResult:
             rec["reasoning_tokens"] = self.usage["reasoning_tokens"]
         if self.error is not None:
             rec["error_kind"] = self.error_kind
+        if self.server is not None:
+            rec["server"] = self.server
         return rec
 
 
@@ -391,6 +399,7 @@ class ServedClient:
             body["temperature"] = req.temperature
         if req.seed is not None:
             body["seed"] = req.seed
+        body.update(req.sampling)
         if req.extra_body:
             body["extra_body"] = dict(req.extra_body)
         return body

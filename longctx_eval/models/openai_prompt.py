@@ -6,16 +6,19 @@ tokens as the in-process `hf` adapter), or, on hosted APIs that refuse that fiel
 stripped from the reply when the model repeats it. The completions endpoint sends text rendered here: the
 tokenizer's chat template + answer prefix (`chat=auto` with a template), else prompt + newline + prefix.
 
-Counting, most exact first: the model's HF tokenizer (`tokenizer=`: hub id, folder or embedded name), the
-server's tokenize endpoint (`count=server`: vLLM's /tokenize, llama.cpp's /extras/tokenize), tiktoken for
+Counting, most exact first: the model's HF tokenizer (`tokenizer=`: hub id, folder or embedded name; without it,
+the one the server names in /v1/models when it loads here and agrees with the server: openai_server_tokenizer.py),
+the server's tokenize endpoint (`count=server`: vLLM's /tokenize, llama.cpp's /extras/tokenize), tiktoken for
 OpenAI model names (chat overhead as OpenAI documents it), else the packaged MiniLM tokenizer (approximate; the
 run's length check then flags the samples whose server-reported length differs).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
+
+from rich.markup import escape
 
 from longctx_eval.errors import ConfigError, PrerequisiteError
 from longctx_eval.models.openai_target import OpenAITarget, parse_target
@@ -23,6 +26,7 @@ from longctx_eval.sample import Request
 from longctx_eval.text.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
+    from longctx_eval.models.openai_server_tokenizer import ServerTokenizerProbe
     from longctx_eval.models.options import OpenAIOptions
     from longctx_eval.models.spec import ModelSpec
 
@@ -53,12 +57,14 @@ class LoadedTokenizer:
     hf: Any = None
     exact: bool = False
     source: str = "minilm"
-    """hf, tiktoken or minilm (the approximate fallback)."""
+    """hf (`tokenizer=`), server (the one the server names, checked against its /tokenize), tiktoken or minilm
+    (the approximate fallback)."""
 
 
 def load_served_tokenizer(spec: ModelSpec, warn: bool = False) -> LoadedTokenizer:
-    """The tokenizer of an `openai:` spec, loaded without network: `tokenizer=` (HF or tiktoken:ENC), else
-    tiktoken for an OpenAI model name when its encoding is available, else MiniLM (approximate)."""
+    """The tokenizer of an `openai:` spec, loaded without network beyond the server itself: `tokenizer=` (HF or
+    tiktoken:ENC), else the server's own (its /v1/models `root`, checked against its /tokenize; not for hosted
+    APIs), else tiktoken for an OpenAI model name, else MiniLM (approximate, with a warning naming the gap)."""
     o: OpenAIOptions = spec.options
     target = parse_target(spec.target, spec.raw)
     if o.tokenizer and o.tokenizer.startswith("tiktoken:"):
@@ -67,21 +73,63 @@ def load_served_tokenizer(spec: ModelSpec, warn: bool = False) -> LoadedTokenize
         return LoadedTokenizer(load_tokenizer(o.tokenizer), exact=True, source="tiktoken")
     if o.tokenizer:
         return _hf(o.tokenizer, spec.raw)
+    probe = None
+    reason = "it is a hosted API"
+    if not target.hosted:
+        from longctx_eval.models.openai_server_tokenizer import probe_server
+
+        probe = probe_server(target.base_url, target.model, o.api_key_env)
+        found, reason = _server_tokenizer(probe, spec.raw)
+        if found is not None:
+            return found
     tik = _tiktoken_for(target.model, warn)
     if tik is not None:
         return LoadedTokenizer(tik, exact=True, source="tiktoken")
     from longctx_eval.assets import load_tokenizer
 
+    minilm = load_tokenizer("minilm")
     if warn:
         from longctx_eval.progress import console
 
-        console.print(
-            f"[yellow]warning[/yellow] {spec.raw}: no tokenizer for {target.model!r}; contexts are built in the "
-            "MiniLM tokenizer (approximate lengths; the length check flags mismatches). Give ?tokenizer=<hf id or "
-            "folder> for exact lengths",
-            highlight=False,
+        gap = _gap(target.model, reason, probe, minilm, o.count)
+        console.print(f"[yellow]warning[/yellow] {escape(spec.raw)}: {escape(gap)}", highlight=False)
+    return LoadedTokenizer(minilm, exact=False, source="minilm")
+
+
+def _server_tokenizer(probe: ServerTokenizerProbe, raw: str) -> tuple[LoadedTokenizer | None, str]:
+    """The tokenizer the server names, when it loads here and agrees with the server; else why not."""
+    from longctx_eval.models.openai_server_tokenizer import agrees, tokenizer_name
+
+    if probe.root is None:
+        return None, "the server names no model folder or hub id in /v1/models (`root`)"
+    name = tokenizer_name(probe.root)
+    try:
+        loaded = _hf(name, raw)
+    except (ConfigError, PrerequisiteError) as exc:
+        return None, f"the tokenizer it names, {name!r}, does not load here ({str(exc)[:160]})"
+    if probe.count is None:
+        return None, f"the server names {name!r} but has no tokenize endpoint to check it against"
+    if not agrees(probe, loaded.hf):
+        return None, f"the tokenizer it names, {name!r}, tokenizes differently from the server's /tokenize"
+    return replace(loaded, source="server"), ""
+
+
+def _gap(model: str, reason: str, probe: ServerTokenizerProbe | None, minilm: Tokenizer, count: str) -> str:
+    """The warning of the approximate fallback: why, and how far MiniLM lengths are from the server's."""
+    from longctx_eval.models.openai_server_tokenizer import PROBE
+
+    text = f"contexts are built in the MiniLM tokenizer, not {model!r}'s ({reason}), so lengths are approximate"
+    if probe is not None and probe.count is not None:
+        mine = minilm.count(PROBE)
+        text += (
+            f": on a probe text the server counts {probe.count} tokens where MiniLM counts {mine} "
+            f"({probe.count / max(mine, 1):.2f}x)"
         )
-    return LoadedTokenizer(load_tokenizer("minilm"), exact=False, source="minilm")
+        if count != "local":
+            text += "; prompts are counted by the server's tokenize endpoint for the window check"
+    else:
+        text += "; the server has no tokenize endpoint, so the window check is approximate too"
+    return text + ". Give ?tokenizer=<hf id or folder> for exact lengths (the length check flags mismatches)"
 
 
 def served_tokenizer(spec: ModelSpec) -> Tokenizer:

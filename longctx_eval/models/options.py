@@ -146,6 +146,10 @@ class OpenAIOptions(KindOptions):
     chat: Literal["auto", "true", "false"] = Field(default="auto", description="auto, true or false")
     prefill: Literal["auto", "continue", "none"] = Field(default="auto", description="auto, continue or none")
     decoding: Literal["greedy", "default"] = Field(default="greedy", description="greedy or default")
+    neutral: Literal["auto", "standard", "all"] = Field(
+        default="auto",
+        description="auto, standard or all (greedy: which neutral penalty fields are sent; models/openai_sampling.py)",
+    )
     seed: int = Field(default=0, ge=0, description="an integer >= 0 (sent as the request seed)")
     max_in_flight: int = Field(default=8, gt=0, description="a positive integer (requests in flight)")
     batch_size: int | None = Field(default=None, gt=0, description="a positive integer (requests per runner batch)")

@@ -118,9 +118,10 @@ def _default_name(short: str | None, kind: str, target: str) -> str:
 
 
 def expand_models(arg: str) -> list[str]:
-    """Split a comma-separated --model argument; `default` expands to the embedded default systems."""
+    """Split a comma-separated --model argument (a comma before http:// or https:// continues an `openai:` spec's
+    list of servers); `default` expands to the embedded default systems."""
     out: list[str] = []
-    for s in (s.strip() for s in arg.split(",")):
+    for s in (s.strip() for s in re.split(r",(?!\s*https?://)", arg)):
         if s:
             out.extend(DEFAULT_MODELS if s == "default" else [s])
     if not out:
