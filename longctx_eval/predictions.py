@@ -33,13 +33,19 @@ from longctx_eval.prediction_records import (  # noqa: F401  (the line format's 
     record_to_prediction,
     scan,
 )
+from longctx_eval.run_paths import NOFOLLOW, is_link_error, link_refusal
 
 
 @contextmanager
 def _locked(path: Path, flags: int, lock: int) -> Iterator[int]:
     """`path` opened with `flags` under flock `lock`, re-opened if it was replaced while we waited."""
     while True:
-        fd = os.open(path, flags | os.O_CLOEXEC, 0o666)
+        try:
+            fd = os.open(path, flags | os.O_CLOEXEC | NOFOLLOW, 0o666)
+        except OSError as exc:
+            if is_link_error(exc):
+                raise link_refusal(path) from exc
+            raise
         try:
             fcntl.flock(fd, lock)
             try:
@@ -86,7 +92,7 @@ class PredictionStore:
         """One line per unusable line found on opening (empty when the file was clean)."""
         self.torn_lines: list[int] = []
         """Line numbers of the unusable lines (moved to the quarantine unless `repair=False`)."""
-        if path.exists():
+        if os.path.lexists(path):
             self._load(repair)
 
     def __contains__(self, key: str) -> bool:
@@ -139,7 +145,9 @@ class PredictionStore:
             atomic_write_bytes(self.path, b"".join(raw + b"\n" for raw, _ in good))
         except OutputError as exc:
             cause = exc.__cause__
-            return cause.strerror if isinstance(cause, OSError) and cause.strerror else str(exc)
+            if isinstance(cause, OSError) and cause.strerror and not is_link_error(cause):
+                return cause.strerror
+            return str(exc)
         except OSError as exc:
             return exc.strerror or str(exc)
         return None
