@@ -25,6 +25,7 @@ from longctx_eval.prediction_records import (  # noqa: F401  (the line format's 
     BadLine,
     combine_parts,
     parse_line,
+    predates_checks,
     prediction_key,
     prediction_to_record,
     quarantine_path_of,
@@ -109,6 +110,11 @@ class PredictionStore:
             raise RunFileError(f"{self.path}: cannot be read: {exc.strerror}") from exc
         for _, rec in good:
             self.records[rec["key"]] = rec
+        if predates_checks(good):
+            self.warnings.append(
+                f"{self.path}: written before prediction lines carried a {CHECK_FIELD!r} (an older version), so its "
+                f"{len(good)} line(s) cannot be checked for later edits and are used as they are"
+            )
         for line in bad:
             self.torn_lines.append(line.lineno)
             redo = f"sample {line.sample_id!r}" if line.sample_id else "that sample"
