@@ -22,10 +22,11 @@ from longctx_eval.metrics.retrieval import first_covering_rank, recall_at
 from longctx_eval.metrics.text_match import contains_answer, is_empty, normalize
 from longctx_eval.provenance import __version__
 from longctx_eval.sample import Hit, Prediction, Request, RetrievalParams, Sample, Score
-from longctx_eval.task import Requirement, Task, TaskInfo, any_of, gold_answer_oracle, task
+from longctx_eval.task import Bounds, Requirement, Task, TaskInfo, any_of, between, gold_answer_oracle, task
 from longctx_eval.text.tokenizer import Encoded, Tokenizer
 
 __all__ = [
+    "Bounds",
     "Capability",
     "TaskUnavailable",
     "ConfigError",
@@ -50,6 +51,7 @@ __all__ = [
     "Tokenizer",
     "__version__",
     "any_of",
+    "between",
     "contains_answer",
     "contrast",
     "curve",

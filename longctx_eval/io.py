@@ -62,8 +62,10 @@ def atomic_output(path: Path) -> Iterator[BinaryIO]:
     """A binary file that appears at `path` only once the block finishes; on error nothing is left behind.
 
     The file gets the mode a newly created file gets under the umask; an OSError while creating, writing or
-    renaming it is raised as `OutputError`.
+    renaming it is raised as `OutputError`. A symbolic link at `path` is refused, never replaced or followed.
     """
+    if os.path.islink(path):
+        raise OutputError(f"{path} is a symbolic link (to {os.readlink(path)}); refusing to write through it")
     ensure_dir(path.parent)
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")

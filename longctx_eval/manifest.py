@@ -18,6 +18,7 @@ from longctx_eval.errors import RunFileError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.io import atomic_write_text
 from longctx_eval.results import Environment, ModelMeta, Skipped, SuiteInfo
+from longctx_eval.run_paths import inside
 
 MANIFEST = "manifest.json"
 
@@ -81,12 +82,12 @@ def now_iso() -> str:
 
 def write_manifest(run_dir: Path, manifest: Manifest) -> None:
     """Write RUN_DIR/manifest.json atomically."""
-    atomic_write_text(run_dir / MANIFEST, manifest.model_dump_json(indent=2) + "\n")
+    atomic_write_text(inside(run_dir, MANIFEST), manifest.model_dump_json(indent=2) + "\n")
 
 
 def read_manifest(run_dir: Path) -> Manifest | None:
     """The folder's manifest (None when there is none); one written by an earlier version is converted."""
-    path = run_dir / MANIFEST
+    path = inside(run_dir, MANIFEST)
     try:
         data = json.loads(path.read_bytes())
     except FileNotFoundError:

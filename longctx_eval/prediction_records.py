@@ -1,8 +1,9 @@
 """One line of RUN_DIR/predictions.jsonl: its key, its record form, and the checks that tell a usable line.
 
 A record carries a `check` (a hash of the rest of the record), so a line altered after it was written (a
-flipped digit) is told from a good one; `parse_line` and `scan` read raw bytes, so a line torn inside a
-multi-byte character is named, never a crash.
+flipped digit) is told from a good one. A line without one is usable only in a file that predates the field
+(no line of it carries a check); in any other file a missing check is an alteration like a wrong one.
+`parse_line` and `scan` read raw bytes, so a line torn inside a multi-byte character is named, never a crash.
 """
 
 from __future__ import annotations
@@ -191,9 +192,17 @@ class BadLine:
     sample_id: str | None = None
 
 
+MISSING_CHECK = (
+    f"lacks its {CHECK_FIELD!r} field while the file's other lines carry one (removed after it was written?)"
+)
+
+
 def scan(data: bytes) -> tuple[list[tuple[bytes, dict]], list[BadLine]]:
-    """Split the bytes of a predictions file into usable (raw line, record) pairs and bad lines."""
-    good: list[tuple[bytes, dict]] = []
+    """Split the bytes of a predictions file into usable (raw line, record) pairs and bad lines.
+
+    A record without a `check` is bad unless no record of the file has one (see `predates_checks`).
+    """
+    parsed: list[tuple[int, bytes, dict]] = []
     bad: list[BadLine] = []
     lines = data.split(b"\n")
     if lines and lines[-1] == b"":
@@ -203,10 +212,23 @@ def scan(data: bytes) -> tuple[list[tuple[bytes, dict]], list[BadLine]]:
             continue
         rec, reason = parse_line(raw)
         if rec is not None:
-            good.append((raw, rec))
+            parsed.append((lineno, raw, rec))
         else:
             bad.append(BadLine(lineno, raw, reason or "unusable", _sample_id_of(raw)))
+    checked = any(CHECK_FIELD in rec for _, _, rec in parsed)
+    good: list[tuple[bytes, dict]] = []
+    for lineno, raw, rec in parsed:
+        if checked and CHECK_FIELD not in rec:
+            bad.append(BadLine(lineno, raw, MISSING_CHECK, rec["sample_id"]))
+        else:
+            good.append((raw, rec))
+    bad.sort(key=lambda b: b.lineno)
     return good, bad
+
+
+def predates_checks(good: list[tuple[bytes, dict]]) -> bool:
+    """Whether the usable records of a file were all written before records carried a `check`."""
+    return bool(good) and all(CHECK_FIELD not in rec for _, rec in good)
 
 
 _SAMPLE_ID = re.compile(rb'"sample_id":\s*("(?:[^"\\]|\\.)*")')

@@ -25,6 +25,7 @@ from longctx_eval.prediction_records import (  # noqa: F401  (the line format's 
     BadLine,
     combine_parts,
     parse_line,
+    predates_checks,
     prediction_key,
     prediction_to_record,
     quarantine_path_of,
@@ -33,13 +34,19 @@ from longctx_eval.prediction_records import (  # noqa: F401  (the line format's 
     record_to_prediction,
     scan,
 )
+from longctx_eval.run_paths import NOFOLLOW, is_link_error, link_refusal
 
 
 @contextmanager
 def _locked(path: Path, flags: int, lock: int) -> Iterator[int]:
     """`path` opened with `flags` under flock `lock`, re-opened if it was replaced while we waited."""
     while True:
-        fd = os.open(path, flags | os.O_CLOEXEC, 0o666)
+        try:
+            fd = os.open(path, flags | os.O_CLOEXEC | NOFOLLOW, 0o666)
+        except OSError as exc:
+            if is_link_error(exc):
+                raise link_refusal(path) from exc
+            raise
         try:
             fcntl.flock(fd, lock)
             try:
@@ -86,7 +93,7 @@ class PredictionStore:
         """One line per unusable line found on opening (empty when the file was clean)."""
         self.torn_lines: list[int] = []
         """Line numbers of the unusable lines (moved to the quarantine unless `repair=False`)."""
-        if path.exists():
+        if os.path.lexists(path):
             self._load(repair)
 
     def __contains__(self, key: str) -> bool:
@@ -103,6 +110,11 @@ class PredictionStore:
             raise RunFileError(f"{self.path}: cannot be read: {exc.strerror}") from exc
         for _, rec in good:
             self.records[rec["key"]] = rec
+        if predates_checks(good):
+            self.warnings.append(
+                f"{self.path}: written before prediction lines carried a {CHECK_FIELD!r} (an older version), so its "
+                f"{len(good)} line(s) cannot be checked for later edits and are used as they are"
+            )
         for line in bad:
             self.torn_lines.append(line.lineno)
             redo = f"sample {line.sample_id!r}" if line.sample_id else "that sample"
@@ -139,7 +151,9 @@ class PredictionStore:
             atomic_write_bytes(self.path, b"".join(raw + b"\n" for raw, _ in good))
         except OutputError as exc:
             cause = exc.__cause__
-            return cause.strerror if isinstance(cause, OSError) and cause.strerror else str(exc)
+            if isinstance(cause, OSError) and cause.strerror and not is_link_error(cause):
+                return cause.strerror
+            return str(exc)
         except OSError as exc:
             return exc.strerror or str(exc)
         return None

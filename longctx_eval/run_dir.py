@@ -10,8 +10,11 @@ from longctx_eval.models.spec import ModelSpec, renamed, slug
 
 
 def run_dir_for(out: Path, spec: ModelSpec) -> Path:
-    """The one place a model's run folder is named: OUT/<slug of the model name>."""
-    return Path(out) / slug(spec.name)
+    """The one place a model's run folder is named: OUT/<slug of the model name>, always a folder inside OUT."""
+    name = slug(spec.name)
+    if name in (".", "..") or "/" in name or name.startswith("."):
+        raise ConfigError(f"model name {spec.name!r} cannot name a run folder inside {out}; give it ?name=...")
+    return Path(out) / name
 
 
 def _target(spec_text: str) -> str:

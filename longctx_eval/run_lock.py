@@ -26,6 +26,7 @@ from types import TracebackType
 
 from longctx_eval.errors import LongctxError
 from longctx_eval.io import ensure_dir, write_failure
+from longctx_eval.run_paths import NOFOLLOW, inside, is_link_error, link_refusal
 
 LOCK_NAME = ".lock"
 
@@ -46,8 +47,8 @@ _HELD_LOCK = threading.Lock()
 
 
 def lock_path(run_dir: Path) -> Path:
-    """RUN_DIR/.lock."""
-    return run_dir / LOCK_NAME
+    """RUN_DIR/.lock (a symbolic link there is refused: `run_paths`)."""
+    return inside(run_dir, LOCK_NAME)
 
 
 def lock_holder(run_dir: Path) -> dict | None:
@@ -142,11 +143,13 @@ class RunLock:
 
     def _open(self) -> int | None:
         try:
-            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o666)
+            return os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | NOFOLLOW, 0o666)
         except OSError as exc:
+            if is_link_error(exc):
+                raise link_refusal(self.path) from exc
             if self.shared and exc.errno in (errno.EACCES, errno.EROFS, errno.EPERM, errno.ENOENT):
                 try:
-                    return os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+                    return os.open(self.path, os.O_RDONLY | os.O_CLOEXEC | NOFOLLOW)
                 except OSError:
                     return None
             raise write_failure(self.path, exc, action="create the lock", kept="nothing was written") from exc

@@ -31,6 +31,7 @@ from longctx_eval.results import Skipped, failure_summary, task_failed
 from longctx_eval.run_config import RunConfig, TaskPlan
 from longctx_eval.run_dir import check_same_identity, check_same_model, run_dir_for
 from longctx_eval.run_lock import RunFolderBusy, RunLock
+from longctx_eval.run_paths import inside
 from longctx_eval.sample import Prediction, Request, Sample
 from longctx_eval.sampling import build_samples, dataset_hash, stratum_of
 from longctx_eval.scoring import print_summary, score_run_dir
@@ -81,7 +82,7 @@ def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> 
             write_manifest(run_dir, manifest)
             caps = ", ".join(sorted(adapter.capabilities))
             console.print(f"[bold]{spec.name}[/bold]: {type(adapter).__name__}, serves {caps}", highlight=False)
-            store = PredictionStore(run_dir / "predictions.jsonl")
+            store = PredictionStore(inside(run_dir, "predictions.jsonl"))
             for warning in store.warnings:
                 console.print(f"[yellow]warning[/yellow] {warning}", highlight=False)
             skipped: list[Skipped] = []
@@ -206,7 +207,7 @@ def _run_task(
         [prediction_key(info.name, info.version, f"{s.id}#{r.part}", r, adapter.identity) for r in reqs]
         for s, reqs in zip(samples, requests, strict=True)
     ]
-    samples_sha = _write_samples(run_dir / "samples" / f"{info.name}.jsonl", samples, requests, keys)
+    samples_sha = _write_samples(inside(run_dir, "samples", f"{info.name}.jsonl"), samples, requests, keys)
     entry = TaskEntry(
         name=info.name,
         version=info.version,

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from longctx_eval.io import atomic_write_text
+from longctx_eval.run_paths import inside
 from longctx_eval.sample import Prediction, Sample, Score
 
 SCORES_DIR = "scores"
@@ -20,7 +21,7 @@ SCORES_DIR = "scores"
 
 def scores_path(run_dir: Path, task: str) -> Path:
     """Where a task's per-sample scores live in its run folder."""
-    return run_dir / SCORES_DIR / f"{task}.jsonl"
+    return inside(run_dir, SCORES_DIR, f"{task}.jsonl")
 
 
 def score_record(sample: Sample, prediction: Prediction, score: Score) -> dict[str, Any]:

@@ -34,7 +34,9 @@ def load_suite(name: str, registry: Registry[TaskInfo]) -> dict[str, list[TaskPl
     """Model spec -> its task plans, in file order; every key is checked against what is known."""
     path = suite_path(name)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); expected a UTF-8 TOML suite file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
     plans: dict[str, list[TaskPlan]] = {}

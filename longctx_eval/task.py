@@ -92,6 +92,33 @@ def _with_part(request: Request, part: int) -> Request:
 RUN_PARAMS = ("lengths", "seed", "tokenizer")
 """Factory parameters the runner supplies; every other keyword parameter is a task argument."""
 
+Number = int | float
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """The values a numeric task argument accepts, inclusive: `low` <= value <= `high` (None: unbounded)."""
+
+    low: Number | None = None
+    high: Number | None = None
+
+    def problem(self, value: Number) -> str | None:
+        """None when `value` is inside the bounds, else what was expected."""
+        if (self.low is None or value >= self.low) and (self.high is None or value <= self.high):
+            return None
+        return f"expected {self.describe()}, got {value!r}"
+
+    def describe(self) -> str:
+        """The accepted range in words: 'from 1 to 101', 'at least 0'."""
+        if self.low is not None and self.high is not None:
+            return f"a value from {self.low} to {self.high}"
+        return f"a value of at least {self.low}" if self.low is not None else f"a value of at most {self.high}"
+
+
+def between(low: Number | None = None, high: Number | None = None) -> Bounds:
+    """Declared bounds of a task argument, for `@task(bounds={"depths": between(1, 101)})`."""
+    return Bounds(low, high)
+
 
 @dataclass(frozen=True)
 class TaskInfo:
@@ -105,6 +132,8 @@ class TaskInfo:
     factory: Callable[..., Task]
     source: str = ""
     params: tuple[str, ...] = field(default_factory=tuple)
+    bounds: Mapping[str, Bounds] = field(default_factory=dict)
+    """Declared ranges of numeric task arguments (`@task(bounds=...)`), checked for every given value."""
 
     @property
     def arguments(self) -> dict[str, Any]:
@@ -121,6 +150,10 @@ class TaskInfo:
                 hint = did_you_mean(key, known) if known else " It takes no arguments."
                 raise ConfigError(f"{where}: task {self.name!r} has no argument {key!r}.{hint}")
             out[key] = convert_arg(value, known[key], f"{where}: {self.name}.{key}")
+            limits = self.bounds.get(key)
+            problem = limits.problem(out[key]) if limits is not None else None
+            if problem:
+                raise ConfigError(f"{where}: {self.name}.{key}={value!r}: {problem}")
         return out
 
     def build(self, args: Mapping[str, Any] | None = None, **run: object) -> Task:
@@ -181,8 +214,13 @@ def task(
     requires: Requirement,
     default_lengths: Sequence[int],
     description: str,
+    bounds: Mapping[str, Bounds] | None = None,
 ) -> Callable[[Callable[..., Task]], Callable[..., Task]]:
-    """Register a task factory; its form is checked here, so a malformed plugin fails at discovery."""
+    """Register a task factory; its form is checked here, so a malformed plugin fails at discovery.
+
+    `bounds` declares the range of numeric task arguments (`{"depths": between(1, 101)}`): a value given by
+    --task-arg or a suite outside it is refused with one line before anything is built.
+    """
 
     def register(factory: Callable[..., Task]) -> Callable[..., Task]:
         source = _source_of(factory)
@@ -199,17 +237,39 @@ def task(
             problems.append("default_lengths must be a non-empty list of positive ints")
         if not isinstance(version, str) or not version:
             problems.append("version must be a non-empty string")
+        problems += _bounds_problems(factory, dict(bounds or {}))
         if problems:
             raise TaskDefinitionError(
                 f"{source}: malformed task {name!r}: {'; '.join(problems)}. Expected: "
                 "@task(name=..., version='1', requires=any_of('generate'), default_lengths=[1024], "
                 "description=...) on def factory(lengths, seed, ...) -> Task"
             )
-        _PENDING.append(TaskInfo(name, version, requires, tuple(default_lengths), description, factory, source, params))
+        info = TaskInfo(
+            name, version, requires, tuple(default_lengths), description, factory, source, params, dict(bounds or {})
+        )
+        _PENDING.append(info)
         factory.__longctx_task__ = _PENDING[-1]  # type: ignore[attr-defined]
         return factory
 
     return register
+
+
+def _bounds_problems(factory: Callable[..., Task], bounds: dict[str, Any]) -> list[str]:
+    """What is wrong with a task's declared bounds: each names a numeric argument and holds its default."""
+    sig = inspect.signature(factory).parameters
+    problems = []
+    for arg, limits in bounds.items():
+        param = sig.get(arg)
+        default = param.default if param is not None else None
+        if param is None or arg in RUN_PARAMS:
+            problems.append(f"bounds names {arg!r}, which is not a task argument")
+        elif not isinstance(limits, Bounds):
+            problems.append(f"bounds[{arg!r}] must be between(low, high), got {limits!r}")
+        elif isinstance(default, bool) or not isinstance(default, int | float):
+            problems.append(f"bounds[{arg!r}]: only numeric arguments have bounds, its default is {default!r}")
+        elif limits.problem(default):
+            problems.append(f"bounds[{arg!r}] {limits.describe()} excludes its own default {default!r}")
+    return problems
 
 
 def _source_of(obj: object) -> str:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from data_builders.coref_corpora import litbank
-from longctx_eval import Task, Tokenizer, any_of, task
+from longctx_eval import Task, Tokenizer, any_of, between, task
 
 from ._coref import CorefConfig, CorefKit, coref_metrics, corpus_samples
 
@@ -14,6 +14,7 @@ from ._coref import CorefConfig, CorefKit, coref_metrics, corpus_samples
     requires=any_of("coref", "generate"),
     default_lengths=[8192],
     description="LitBank fold-0 test docs in a haystack: CoNLL F1, LEA, BLANC, Span-EM by distance and window",
+    bounds={"batch": between(1, 1000)},
 )
 def coref_litbank(
     lengths: list[int],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from data_builders.coref_corpora import ontogum
-from longctx_eval import Task, Tokenizer, any_of, task
+from longctx_eval import Task, Tokenizer, any_of, between, task
 
 from ._coref import CorefConfig, CorefKit, coref_metrics, corpus_samples
 
@@ -14,6 +14,7 @@ from ._coref import CorefConfig, CorefKit, coref_metrics, corpus_samples
     requires=any_of("coref", "generate"),
     default_lengths=[4096],
     description="OntoGUM test docs in a haystack: CoNLL F1, LEA, BLANC, Span-EM by distance and window",
+    bounds={"batch": between(1, 1000)},
 )
 def coref_ontogum(
     lengths: list[int], seed: int = 0, tokenizer: Tokenizer | None = None, split: str = "test", batch: int = 10

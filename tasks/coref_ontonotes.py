@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from data_builders.coref_corpora import ONTONOTES_HELP, ontonotes, ontonotes_location
-from longctx_eval import Task, Tokenizer, any_of, task
+from longctx_eval import Task, Tokenizer, any_of, between, task
 from longctx_eval.errors import TaskUnavailable
 
 from ._coref import CorefConfig, CorefKit, coref_metrics, corpus_samples
@@ -15,6 +15,7 @@ from ._coref import CorefConfig, CorefKit, coref_metrics, corpus_samples
     requires=any_of("coref", "generate"),
     default_lengths=[4096],
     description="OntoNotes 5.0 test docs (your LDC copy, path=) in a haystack: CoNLL F1, LEA, BLANC, Span-EM",
+    bounds={"batch": between(1, 1000)},
 )
 def coref_ontonotes(
     lengths: list[int],

@@ -19,7 +19,7 @@ from data_builders.cross_paragraph_grid import (
     distances_for,
     int_list,
 )
-from longctx_eval import Sample, Task, Tokenizer, any_of, contrast, curve, task
+from longctx_eval import Sample, Task, Tokenizer, any_of, between, contrast, curve, task
 
 from ._cross_paragraph_scoring import RETRIEVAL_PRIMARY, ask, cross_metrics, cross_oracle, cross_score, distance_field
 
@@ -30,6 +30,7 @@ from ._cross_paragraph_scoring import RETRIEVAL_PRIMARY, ask, cross_metrics, cro
     requires=any_of("generate", "retrieve"),
     default_lengths=[2048, 4096, 8192],
     description="Chains of 2-4 facts across paragraphs (or in one), distance-controlled, with look-alike distractors",
+    bounds={"per_cell": between(1, 1000), "reserve": between(0, None)},
 )
 def cross_paragraph(
     lengths: list[int],

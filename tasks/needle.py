@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from data_builders.needle_grid import needle_cells
-from longctx_eval import Task, Tokenizer, any_of, task
+from longctx_eval import Task, Tokenizer, any_of, between, task
 
 from ._needle_dataset import cell_samples
 from ._needle_scoring import single_metrics, single_request, single_score
@@ -15,6 +15,7 @@ from ._needle_scoring import single_metrics, single_request, single_score
     requires=any_of("generate", "retrieve"),
     default_lengths=[1024, 2048, 4096, 8192],
     description="Single needle (number, word or UUID value), length x depth grid; containment or recall@k",
+    bounds={"depths": between(1, 101), "per_cell": between(1, 1000)},
 )
 def needle(
     lengths: list[int],

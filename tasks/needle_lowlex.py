@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from data_builders.needle_lowlex import lowlex_cells
-from longctx_eval import Task, Tokenizer, any_of, task
+from longctx_eval import Task, Tokenizer, any_of, between, task
 
 from ._needle_dataset import cell_samples
 from ._needle_scoring import family_requests, single_metrics, single_score
@@ -15,6 +15,7 @@ from ._needle_scoring import family_requests, single_metrics, single_score
     requires=any_of("generate", "retrieve"),
     default_lengths=[1024, 2048, 4096, 8192],
     description="Needle found by association, not shared words (curated pairs); containment or recall@k",
+    bounds={"depths": between(1, 101), "per_cell": between(1, 1000)},
 )
 def needle_lowlex(
     lengths: list[int],

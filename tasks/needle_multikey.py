@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from data_builders.needle_multikey import multikey_cells
-from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, contains_answer, rate, task
+from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, between, contains_answer, rate, task
 
 from ._needle_dataset import cell_samples
 from ._needle_scoring import family_requests, single_metrics, single_score
@@ -25,6 +25,7 @@ def multikey_score(sample: Sample, pred: Prediction) -> Score:
     requires=any_of("generate", "retrieve"),
     default_lengths=[1024, 2048, 4096, 8192],
     description="Target needle among 3 distractor needles with similar keys; containment or recall@k",
+    bounds={"depths": between(1, 101), "per_cell": between(1, 1000)},
 )
 def needle_multikey(
     lengths: list[int],

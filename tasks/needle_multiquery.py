@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from data_builders.needle_multiquery import multiquery_cells
-from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, mean, recall_at, task
+from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, between, mean, recall_at, task
 from longctx_eval.metrics.answer_parsing import match_answer
 
 from ._needle_dataset import cell_samples
@@ -41,6 +41,7 @@ def multiquery_score(sample: Sample, pred: Prediction) -> Score:
     requires=any_of("generate", "retrieve"),
     default_lengths=[1024, 2048, 4096, 8192],
     description="Four needles with different keys, each asked separately on one document; share answered",
+    bounds={"per_length": between(1, 1000)},
 )
 def needle_multiquery(
     lengths: list[int],

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from data_builders.needle_multivalue import multivalue_cells
-from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, is_empty, mean, rate, task
+from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, between, is_empty, mean, rate, task
 
 from ._needle_dataset import cell_samples
 from ._needle_scoring import all_spans_oracle, family_requests, several_values, spans_recall
@@ -27,6 +27,7 @@ def multivalue_score(sample: Sample, pred: Prediction) -> Score:
     requires=any_of("generate", "retrieve"),
     default_lengths=[1024, 2048, 4096, 8192],
     description="One key, four values spread over the document, all asked; share found or recall@k",
+    bounds={"per_length": between(1, 1000)},
 )
 def needle_multivalue(
     lengths: list[int],

@@ -19,7 +19,7 @@ from data_builders.retrieval_docs import (
     lexical_overlap,
     retrieval_docs,
 )
-from longctx_eval import Hit, Prediction, Request, Sample, Score, Task, Tokenizer, any_of, curve, mean, task
+from longctx_eval import Hit, Prediction, Request, Sample, Score, Task, Tokenizer, any_of, between, curve, mean, task
 from longctx_eval.metrics.retrieval import ranking_scores
 
 CURVE_KS = RECALL_KS
@@ -86,6 +86,7 @@ def gold_oracle(sample: Sample) -> Prediction:
     requires=any_of("retrieve"),
     default_lengths=[8192, 32768, 131072],
     description="Planted facts in 8K-1M-token documents; Recall@1..100, MRR, nDCG@10, score decay, KL by query length",
+    bounds={"docs_per_length": between(1, 1000), "topics": between(1, 1000)},
 )
 def retrieval(
     lengths: list[int],

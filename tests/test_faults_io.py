@@ -113,11 +113,32 @@ def test_round_trip_and_records_written_before_checks_existed(tmp_path):
     assert rec["check"] == preds.record_check(rec)
     pred = record_to_prediction(rec)
     assert pred.text == _record(1)["text"] and pred.hits == (Hit(0, 5, 1.5),) and pred.prompt_tokens == 12
-    # a line written by the previous version (no `check`) is still a good record
-    old = _record(2)
-    with path.open("ab") as fh:
-        fh.write(json.dumps(old, ensure_ascii=False).encode() + b"\n")
-    _reopen_is_clean(path, 3)
+
+    # a file written by the previous version (no line has a `check`) is used as it is, said once
+    old = tmp_path / "old" / "predictions.jsonl"
+    old.parent.mkdir()
+    old.write_bytes(b"".join(json.dumps(_record(i), ensure_ascii=False).encode() + b"\n" for i in range(3)))
+    store = PredictionStore(old)
+    assert len(store.records) == 3 and store.torn_lines == []
+    assert len(store.warnings) == 1 and "written before prediction lines carried a 'check'" in store.warnings[0]
+
+
+def test_a_deleted_check_is_an_alteration(tmp_path):
+    """Campaign 3.11: an answer edited and its `check` deleted, in a file whose lines carry checks."""
+    path = tmp_path / "predictions.jsonl"
+    _filled(path, 3)
+    lines = path.read_bytes().splitlines()
+    rec = json.loads(lines[0])
+    del rec["check"]
+    rec["hits"] = [[0, 10, 9.0]]
+    lines[0] = json.dumps(rec, ensure_ascii=False).encode()
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    store = PredictionStore(path)
+    assert rec["key"] not in store.records and len(store.records) == 2 and store.torn_lines == [1]
+    assert len(store.warnings) == 1 and "lacks its 'check' field" in store.warnings[0]
+    assert "moved to predictions.quarantine.jsonl" in store.warnings[0]
+    assert _quarantined(path)[0]["line"] == 1
+    _reopen_is_clean(path, 2)
 
 
 # --------------------------------------------------------------------------------------------- torn and corrupt lines

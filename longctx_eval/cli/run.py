@@ -14,6 +14,7 @@ from longctx_eval.discovery import discover, in_tree_tasks, select
 from longctx_eval.dry_run import DEFAULT_OUTPUT_TPS, DEFAULT_PROMPT_TPS
 from longctx_eval.errors import ConfigError
 from longctx_eval.io import ensure_dir
+from longctx_eval.models.device_check import check_devices
 from longctx_eval.models.spec import ModelSpec, check_distinct_names, expand_models, parse_spec
 from longctx_eval.progress import console
 from longctx_eval.registry import Registry
@@ -131,6 +132,7 @@ def plans_of(args: argparse.Namespace, registry: Registry[TaskInfo]) -> Plans:
     plans: Plans = []
     for raw, ps in raw_plans:
         spec = parse_spec(raw)  # every spec and option is checked here, before anything loads or moves
+        check_devices(spec)
         out = []
         for p in ps:
             given = p.info.check_args(cli_args.get(p.info.name, {}), "--task-arg")
@@ -149,10 +151,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     include = tuple(str(Path(p).resolve()) for p in args.include_path)
     effective = effective_config(args)
     table = load_prices(args.prices)
+    budget = Budget(args.max_cost, table) if args.max_cost is not None else None
+    composite = composite_config(args)  # checked for a dry run too: it refuses what the run would refuse
     if args.dry_run:  # nothing is written: not even the output folder
         config = RunConfig(seed=args.seed, out=Path(args.out), include_paths=include, effective=effective)
         plans = plans_of(args, discover(include))
-        return _dry_run(plans, config, _with_estimates(table, plans, args), args)
+        table = _with_estimates(table, plans, args)
+        budget = Budget(args.max_cost, table) if args.max_cost is not None else None
+        if budget is not None:
+            budget.check_specs(spec for spec, _ in plans)
+        return _dry_run(plans, config, table, args)
     plans = plans_of(args, discover(include))
     table = _with_estimates(table, plans, args)
     budget = Budget(args.max_cost, table) if args.max_cost is not None else None
@@ -163,7 +171,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         strict=args.strict,
         effective=effective,
         budget=budget,
-        composite=composite_config(args),
+        composite=composite,
     )
     if budget is not None:
         budget.check_specs(spec for spec, _ in plans)

@@ -25,7 +25,10 @@ def cmd_tasks(args: argparse.Namespace) -> int:
     for col in ("name", "version", "requires", "default lengths", "arguments (--task-arg)", "description", "source"):
         table.add_column(col)
     for _, info in registry.items():
-        arguments = ", ".join(f"{k}={v!r}" for k, v in info.arguments.items())
+        arguments = ", ".join(
+            f"{k}={v!r}" + (f" ({info.bounds[k].describe()})" if k in info.bounds else "")
+            for k, v in info.arguments.items()
+        )
         table.add_row(
             info.name,
             info.version,

@@ -49,6 +49,21 @@ class BM25Indexer:
             "vocab": np.asarray([t for t, _ in vocab], dtype=str),
         }
 
+    def check(self, index: Arrays, n_chunks: int) -> str | None:
+        names = {"data", "indices", "indptr", "num_docs", "vocab"}
+        if set(index) != names:
+            return f"a bm25 index holds {sorted(names)}, this entry {sorted(index)}"
+        data, indices, indptr, vocab = index["data"], index["indices"], index["indptr"], index["vocab"]
+        if index["num_docs"].shape != () or int(index["num_docs"]) != n_chunks:
+            return f"a bm25 index of {index['num_docs']} chunks, expected {n_chunks}"
+        if data.ndim != 1 or indices.shape != data.shape or indptr.ndim != 1 or len(indptr) - len(vocab) not in (0, 1):
+            return f"bm25 arrays of shapes {data.shape}, {indices.shape}, {indptr.shape} for {len(vocab)} terms"
+        if len(indptr) and (int(indptr[0]) != 0 or int(indptr[-1]) != len(data) or bool((np.diff(indptr) < 0).any())):
+            return "bm25 term offsets that do not cover its scores"
+        if len(indices) and (int(indices.min()) < 0 or int(indices.max()) >= n_chunks):
+            return f"bm25 chunk ids outside 0..{n_chunks - 1}"
+        return None
+
     def _retriever(self, index: Arrays, key: str) -> Any:
         """A bm25s.BM25 over the stored arrays (kept for the next query on the same document)."""
         held = self._restored.get(key)

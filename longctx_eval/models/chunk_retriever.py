@@ -47,6 +47,10 @@ class Indexer(Protocol):
         """One relevance score per chunk (higher is better); `key` identifies the index, for memoised lookups."""
         ...
 
+    def check(self, index: Arrays, n_chunks: int) -> str | None:
+        """None if `index` (read back from the disk cache) can be an index of `n_chunks` chunks, else why not."""
+        ...
+
 
 class Reranker(Protocol):
     """A second stage: rescores a few candidate chunk texts for a query (see `models.rerank`)."""
@@ -122,11 +126,17 @@ class ChunkRetriever(ModelAdapter):
         t0 = time.perf_counter()
         cache = self.cache or shared_cache()
         cfg = ChunkConfig(max_tokens=req.retrieval.chunk_tokens, overlap=req.retrieval.chunk_overlap)
-        chunks_key = sha256_json(
-            {"doc": sha256_text(req.context), "chunking": asdict(cfg), "tokenizer": self._tokenizer_sha256}
+        doc_sha256 = sha256_text(req.context)
+        chunks_from = {"doc": doc_sha256, "chunking": asdict(cfg), "tokenizer": self._tokenizer_sha256}
+        chunks_key = sha256_json(chunks_from)
+        layout, chunk_status = cache.get_or_build(
+            chunks_key,
+            lambda: _chunk_arrays(req.context, self.tokenizer, cfg),
+            built_from={**chunks_from, "doc_chars": len(req.context)},
+            check=lambda arrays: layout_problem(arrays, len(req.context)),
         )
-        layout, chunk_status = cache.get_or_build(chunks_key, lambda: _chunk_arrays(req.context, self.tokenizer, cfg))
         spans = layout["spans"]
+        layout_sha256 = sha256_text(spans.tobytes().hex() + layout["tokens"].tobytes().hex())
         parts: dict[str, Status] = {"chunks": chunk_status}
         if not len(spans):
             return Prediction(hits=(), seconds=time.perf_counter() - t0, data={"index_cache": chunk_status})
@@ -140,8 +150,15 @@ class ChunkRetriever(ModelAdapter):
         if self.indexers:
             per_indexer = []
             for ix in self.indexers:
-                key = sha256_json({"chunks": chunks_key, "index": ix.identity()})
-                index, parts[ix.name] = cache.get_or_build(key, lambda ix=ix: build(ix))
+                identity = ix.identity()
+                key = sha256_json({"chunks": chunks_key, "index": identity})
+                built_from = {"doc": doc_sha256, "chunks": chunks_key, "layout": layout_sha256, "index": identity}
+                index, parts[ix.name] = cache.get_or_build(
+                    key,
+                    lambda ix=ix: build(ix),
+                    built_from={**built_from, "n_chunks": len(spans)},
+                    check=lambda arrays, ix=ix: ix.check(arrays, len(spans)),
+                )
                 per_indexer.append((ix, index, key))
             index_s = time.perf_counter() - t0
             scores = self.fuse(req.query, [ix.score(index, req.query, key) for ix, index, key in per_indexer])
@@ -178,6 +195,20 @@ class ChunkRetriever(ModelAdapter):
         order = np.concatenate([head[new], order[depth:]])
         final = np.concatenate([rescored[new], first[depth:]])
         return order, final, round(time.perf_counter() - t0, 6)
+
+
+def layout_problem(arrays: Arrays, n_chars: int) -> str | None:
+    """None if `arrays` is a chunk layout of an `n_chars`-character document (ordered spans inside it), else why."""
+    spans, tokens = arrays.get("spans"), arrays.get("tokens")
+    if spans is None or tokens is None or set(arrays) != {"spans", "tokens"}:
+        return f"a chunk layout holds 'spans' and 'tokens', this entry {sorted(arrays)}"
+    if spans.ndim != 2 or spans.shape[1:] != (2,) or tokens.shape != spans.shape or spans.dtype.kind != "i":
+        return f"chunk spans of shape {spans.shape} and token spans of shape {tokens.shape}"
+    if len(spans) and (spans.min() < 0 or spans.max() > n_chars or bool((spans[:, 1] <= spans[:, 0]).any())):
+        return f"chunk spans outside the {n_chars}-character document or empty"
+    if len(spans) > 1 and bool((np.diff(spans[:, 0]) <= 0).any()):
+        return "chunk spans out of document order"
+    return None
 
 
 def _texts(context: str, spans: np.ndarray) -> list[str]:

@@ -50,6 +50,15 @@ class DenseIndexer:
     def score(self, index: Arrays, query: str, key: str) -> np.ndarray:
         return index["vectors"] @ self.encode([query])[0]
 
+    def check(self, index: Arrays, n_chunks: int) -> str | None:
+        vectors = index.get("vectors")
+        if vectors is None or set(index) != {"vectors"}:
+            return f"a dense index holds 'vectors', this entry {sorted(index)}"
+        dim = self.model.get_sentence_embedding_dimension() or (vectors.shape[1:] or [0])[0]
+        if vectors.dtype != np.float32 or vectors.shape != (n_chunks, dim):
+            return f"{vectors.dtype} vectors of shape {vectors.shape}, expected float32 ({n_chunks}, {dim})"
+        return None
+
 
 def load_encoder(target: str, device: str) -> tuple[Any, str | None, Path | str]:
     """The SentenceTransformer of `retriever:<target>`, its weights' sha256 (None when unknown) and its source."""

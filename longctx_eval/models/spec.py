@@ -130,8 +130,10 @@ def expand_models(arg: str) -> list[str]:
 
 
 def slug(name: str) -> str:
-    """The file-name-safe form of a model name: its run folder's name."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_") or "model"
+    """The file-name-safe form of a model name: its run folder's name, a single path component that cannot be
+    `.`, `..` or hidden (`..` from `openai:..@URL` or `hf:DIR/sub/..` becomes `model`)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("_")
+    return re.sub(r"^[._]+", "", safe) or "model"
 
 
 def _folder_key(name: str) -> str:
