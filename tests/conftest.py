@@ -79,3 +79,6 @@ def tiny_llama_dir(tmp_path_factory) -> Path:
 
 # Real OpenAI-compatible servers on loopback (our `serve`, llama.cpp's server, the fault proxy): tests/servers.py.
 from servers import fault_proxy, llama_cpp_server, serve_hf  # noqa: E402, F401  (tests/ is on sys.path)
+
+# A real vLLM (`make test-vllm`): the `hf:` reference grid and `vllm serve` on loopback: tests/vllm_runs.py.
+from vllm_runs import hf_grid, vllm_server  # noqa: E402, F401

@@ -38,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return args.func(args)
-    except LongctxError as exc:  # the message is plain text: `[models."x"]` in it must print as written
+    except LongctxError as exc:  # plain text: `[models."x"]` or `[vllm]` print as written
         console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:

@@ -40,8 +40,6 @@ class HFCausalLM(ModelAdapter):
         o: HFOptions = spec.options
         hf_tok, tok = hf_tokenizer_pair(spec)
         template = getattr(hf_tok, "chat_template", None)
-        if o.chat == "true" and not template:
-            raise ConfigError(f"model spec {spec.raw!r}: chat=true but the tokenizer has no chat template")
         source = hf_source(spec.target, o.revision)
         kwargs: dict[str, Any] = {k: v for k, v in (("revision", o.revision), ("gguf_file", o.gguf_file)) if v}
         try:
@@ -62,7 +60,7 @@ class HFCausalLM(ModelAdapter):
         self.probe = AttentionProbe(self.model, probe_config(o, self.model.config, folder))
         if self.probe.config.attention_only:  # the toy-vocabulary references are probes, not generators
             self.capabilities = frozenset({Capability.ATTENTION})
-        self.use_chat = o.chat == "true" or (o.chat == "auto" and bool(template))
+        self.use_chat = uses_chat(spec, hf_tok)
         self.batch_size = o.batch_size
         self.eos_ids = self._eos_ids()
         explicit = {k: v for k, v in self.probe.config.settings().items() if k in o.model_fields_set}
@@ -74,7 +72,7 @@ class HFCausalLM(ModelAdapter):
             tok,
             self.capabilities,
             revision=str(o.revision or getattr(self.model.config, "_commit_hash", None) or source),
-            sha256=_weights_sha256(Path(str(source)), o.gguf_file),
+            sha256=weights_sha256(Path(str(source)), o.gguf_file),
             params=sum(p.numel() for p in self.model.parameters()),
             dtype=o.dtype,
             chat_template_sha256=hashlib.sha256(template.encode()).hexdigest() if template else None,
@@ -97,13 +95,7 @@ class HFCausalLM(ModelAdapter):
         cached = self._rendered.get(key)
         if cached is not None:
             return cached
-        if self.use_chat:
-            messages = [{"role": "user", "content": request.prompt}]
-            text = self.hf_tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-            ids = self.hf_tok(text + request.answer_prefix, add_special_tokens=False)["input_ids"]
-        else:
-            prompt = request.prompt + ("\n" + request.answer_prefix if request.answer_prefix else "")
-            ids = self.hf_tok(prompt, add_special_tokens=True)["input_ids"]
+        ids = render_ids(self.hf_tok, self.use_chat, request)
         if len(self._rendered) >= RENDER_CACHE:
             self._rendered.pop(next(iter(self._rendered)))
         self._rendered[key] = ids
@@ -180,10 +172,7 @@ class HFCausalLM(ModelAdapter):
         """The reply text (up to the first end-of-sequence token) and the tokens generated for it: the text's
         tokens plus that end token when the model emitted one (a decode step like any other); padding after it
         in a batch is not counted."""
-        cut = next((i for i, t in enumerate(new) if t in self.eos_ids), None)
-        if cut is None:
-            return self.hf_tok.decode(new, skip_special_tokens=True), len(new)
-        return self.hf_tok.decode(new[:cut], skip_special_tokens=True), cut + 1
+        return completion_of(self.hf_tok, self.eos_ids, new)
 
     def close(self) -> None:
         if self.prefix_cache is not None:
@@ -191,7 +180,35 @@ class HFCausalLM(ModelAdapter):
         del self.model
 
 
-def _weights_sha256(folder: Path, gguf_file: str | None) -> str | None:
+def uses_chat(spec: ModelSpec, hf_tok: Any) -> bool:
+    """Whether prompts go through the tokenizer's chat template (`chat=auto|true|false`; true needs a template)."""
+    template = getattr(hf_tok, "chat_template", None)
+    if spec.options.chat == "true" and not template:
+        raise ConfigError(f"model spec {spec.raw!r}: chat=true but the tokenizer has no chat template")
+    return spec.options.chat == "true" or (spec.options.chat == "auto" and bool(template))
+
+
+def render_ids(hf_tok: Any, use_chat: bool, request: Request) -> list[int]:
+    """The exact token ids a local model is sent for `request`: the chat template's generation prompt then the
+    answer prefix (or, without chat, the prompt, a newline and the prefix). `vllm:` sends these same ids."""
+    if use_chat:
+        messages = [{"role": "user", "content": request.prompt}]
+        text = hf_tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
+        return hf_tok(text + request.answer_prefix, add_special_tokens=False)["input_ids"]
+    prompt = request.prompt + ("\n" + request.answer_prefix if request.answer_prefix else "")
+    return hf_tok(prompt, add_special_tokens=True)["input_ids"]
+
+
+def completion_of(hf_tok: Any, eos_ids: Sequence[int], new: Sequence[int]) -> tuple[str, int]:
+    """The reply text of generated ids `new` (up to the first end-of-sequence token) and the tokens generated for
+    it: the text's tokens plus that end token when the model emitted one; padding after it is not counted."""
+    cut = next((i for i, t in enumerate(new) if t in eos_ids), None)
+    if cut is None:
+        return hf_tok.decode(list(new), skip_special_tokens=True), len(new)
+    return hf_tok.decode(list(new[:cut]), skip_special_tokens=True), cut + 1
+
+
+def weights_sha256(folder: Path, gguf_file: str | None) -> str | None:
     """sha256 over the weight files of a local model (the GGUF source for converted ones); None for hub ids."""
     marker = folder / "longctx_source.json"
     if marker.is_file():

@@ -1,4 +1,4 @@
-"""The adapter kinds (`hf`, `retriever`, `bm25`, `hybrid`, `oracle`, `coref`, `rag`, `openai`) in the generic registry.
+"""The adapter kinds (`hf`, `vllm`, `retriever`, `bm25`, `hybrid`, `oracle`, `coref`, `rag`, `openai`) in the registry.
 
 A kind names its options model, its adapter class and its tokenizer loader as lazy "module:attribute"
 references, so looking a kind up imports no adapter. Third-party kinds register an `AdapterKind` under the
@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from longctx_eval.capability import ALL_CAPABILITIES, Capability
-from longctx_eval.errors import ConfigError, TaskDefinitionError
+from longctx_eval.errors import ConfigError, PrerequisiteError, TaskDefinitionError
 from longctx_eval.models import options as opt
 from longctx_eval.registry import Registry
 
@@ -76,6 +76,16 @@ def _check_openai_target(target: str, raw: str) -> None:
     check_target(target, raw)
 
 
+def _check_vllm_target(target: str, raw: str) -> None:
+    import importlib.util
+
+    _check_local_target(target, raw)
+    if importlib.util.find_spec("vllm") is None:  # before anything loads: one line naming the extra, exit 2
+        from longctx_eval.models.vllm_settings import INSTALL_HINT
+
+        raise PrerequisiteError(f"model spec {raw!r} needs vLLM, which is not installed here; {INSTALL_HINT}")
+
+
 def _check_coref_target(target: str, raw: str) -> None:
     if target != "baseline":
         raise ConfigError(f"model spec {raw!r}: unknown coref system {target!r}; expected coref:baseline")
@@ -94,6 +104,19 @@ _BUILTIN = (
         "&rope=none|linear|dynamic|ntk|yarn|yarn_notemp&rope_factor=F&train_length=N&prefix_cache=true&name=N]",
         check_target=_check_local_target,
         serves=frozenset({Capability.GENERATE, Capability.ATTENTION}),
+    ),
+    AdapterKind(
+        name="vllm",
+        options=opt.VLLMOptions,
+        needs_target=True,
+        adapter="longctx_eval.models.vllm_engine:VLLMEngine",
+        tokenizer="longctx_eval.models.model_source:hf_tokenizer",
+        example="vllm:<folder-or-hub-id>[?dtype=float32&max_model_len=N&chat=auto&revision=R&tensor_parallel_size=1"
+        "&pipeline_parallel_size=1&data_parallel_size=1&gpu_memory_utilization=F&enable_prefix_caching=true"
+        "&enforce_eager=false&quantization=Q&rope=none|linear|dynamic|ntk|yarn|yarn_notemp&rope_factor=F"
+        "&train_length=N&batch_size=N&name=N]",
+        check_target=_check_vllm_target,
+        serves=frozenset({Capability.GENERATE}),
     ),
     AdapterKind(
         name="retriever",

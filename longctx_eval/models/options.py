@@ -187,3 +187,39 @@ def parse_options(cls: type[KindOptions], values: dict[str, str], kind: str, raw
         raise ConfigError(
             f"model spec {raw!r}: option {key}={values.get(key)!r} is invalid; expected {expected}"
         ) from None
+
+
+VLLMRope = Literal["none", "linear", "dynamic", "ntk", "yarn", "yarn_notemp"]
+
+
+class VLLMOptions(KindOptions):
+    """`vllm:<folder-or-hub-id>`: vLLM's offline engine in process (models/vllm_engine.py; the `vllm` extra).
+
+    Unset engine options keep vLLM's defaults and are not recorded; prompts are the token ids `hf:` renders."""
+
+    dtype: Dtype = Field(default="float32", description="one of float32, bfloat16, float16")
+    chat: Literal["auto", "true", "false"] = Field(default="auto", description="auto, true or false")
+    revision: str | None = Field(default=None, min_length=1, description="a hub revision (branch, tag or commit)")
+    max_model_len: int | None = Field(default=None, gt=0, description="a positive integer (context window in tokens)")
+    tensor_parallel_size: int = Field(default=1, gt=0, description="a positive integer (GPUs per model replica)")
+    pipeline_parallel_size: int = Field(default=1, gt=0, description="a positive integer (pipeline stages)")
+    data_parallel_size: int = Field(default=1, gt=0, description="a positive integer (model replicas)")
+    gpu_memory_utilization: float | None = Field(
+        default=None, gt=0, le=1, description="a number in (0, 1] (share of GPU memory vLLM may take)"
+    )
+    enable_prefix_caching: bool = Field(default=True, description="true or false (vLLM's automatic prefix cache)")
+    enforce_eager: bool | None = Field(default=None, description="true or false (skip torch.compile/graph capture)")
+    quantization: str | None = Field(
+        default=None, pattern=r"^[a-z0-9_]{1,40}$", description="a vLLM quantization method such as fp8 or awq"
+    )
+    rope: VLLMRope = Field(default="none", description="one of none, linear, dynamic, ntk, yarn, yarn_notemp")
+    rope_factor: float | None = Field(default=None, ge=1.0, description="a finite number >= 1")
+    train_length: int | None = Field(default=None, gt=0, description="a positive integer (training window)")
+    batch_size: int | None = Field(
+        default=None, gt=0, description="a positive integer (requests per engine call; default: the whole task)"
+    )
+
+    @property
+    def gguf_file(self) -> None:
+        """vLLM loads the folder's safetensors (the tokenizer loader shared with `hf:` asks for this)."""
+        return None

@@ -1,6 +1,7 @@
 """The model-spec grammar `KIND[:TARGET][?key=value&...]`, the embedded short names and `default`.
 
     hf:<folder-or-hub-id>[?dtype=float32&max_length=8192&chat=auto&revision=main&gguf_file=F&batch_size=1]
+    vllm:<folder-or-hub-id>[?max_model_len=8192&tensor_parallel_size=1&enable_prefix_caching=true&rope=yarn...]
     retriever:<sentence-transformers folder | minilm>[?batch_size=64&device=cpu]
     bm25[?k1=1.5&b=0.75]
     hybrid[?alpha=0.5&fusion=rrf|minmax]
