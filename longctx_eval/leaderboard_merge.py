@@ -226,12 +226,15 @@ def _task_notes(model: str, key: TaskKey, ordered: list[_Candidate], shown: _Can
 
 
 def _merge_skips(runs_oldest_first: list[RunResult], shown_tasks: set[str]) -> list[Skipped]:
-    """The latest skip of each task that has no shown result (a later score clears an earlier skip)."""
+    """The latest skip of each task that has no shown result (a later score clears an earlier skip), and a
+    failure (crash, error) the newest run records even where an earlier result is shown."""
     latest: dict[str, Skipped] = {}
     for run in runs_oldest_first:
         for skip in run.skipped:
             latest[skip.task] = skip
-    return [latest[t] for t in sorted(latest) if t not in shown_tasks]
+    newest = runs_oldest_first[-1].skipped if runs_oldest_first else []
+    failed_now = {s.task for s in newest if s.kind in ("error", "crashed")}
+    return [latest[t] for t in sorted(latest) if t not in shown_tasks or t in failed_now]
 
 
 def _label(length: int) -> str:

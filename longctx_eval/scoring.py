@@ -101,8 +101,10 @@ def score_run_dir(
             if entry.name in previous:
                 results.append(previous[entry.name])
             continue
-        if _recorded_failure(manifest, entry):
-            continue  # the runner recorded why it failed (crashed, or an error): one reason, not a second one
+        if _recorded_failure(manifest, entry):  # the runner recorded why (crashed, an error): not a second error
+            if entry.name in previous:  # an earlier complete result stays, beside the skip saying this run failed
+                results.append(previous[entry.name])
+            continue
         try:
             if entry.name not in registry:
                 raise RunFileError(f"task {entry.name!r} is not discoverable; pass its --include-path")
@@ -121,7 +123,10 @@ def score_run_dir(
                 results.append(held)
             errors.append(f"{entry.name}: {exc}" + ("; its earlier result is kept" if held is not None else ""))
     scored = {t.name for t in results}
-    skipped = [s for name, s in sorted(manifest.skipped.items()) if name not in scored]
+    # a failure of this run is listed even where an earlier result of the task is kept
+    skipped = [
+        s for name, s in sorted(manifest.skipped.items()) if name not in scored or s.kind in ("error", "crashed")
+    ]
     skipped += [
         Skipped(task=e.split(":", 1)[0], reason=e.split(":", 1)[1].strip(), kind="error")
         for e in errors
@@ -273,6 +278,8 @@ def _score_task(
     primary = task.primary_metric(entry.capability)
     metrics = [primary, *(m for m in task.metrics if m is not primary)]  # the headline metric leads the rows
     warnings = list(entry.warnings)
+    if not scored:
+        warnings.append("the task built no samples, so nothing was scored; check its arguments")
     failures = failure_reasons(pred for pred in preds if pred.status == "error")
     n_failed = sum(int(sc["error"]) for _, sc in scored)
     fitting = evaluated(scored)

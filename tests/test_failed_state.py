@@ -179,6 +179,12 @@ def test_a_crashed_task_costs_only_itself(tmp_path, plugins, capsys):
     assert _run(out, plugins, "kv") == 0  # the other task alone: no second error for the crashed one
     assert "generation did not finish" not in capsys.readouterr().err
 
+    assert _run(out, plugins, "flaky") == 0  # fixed: it runs and its crash record is gone
+    assert read_run(out / "oracle" / "run.json").skipped == []
+    assert _run(out, plugins, "flaky", "--task-arg", "flaky.fail=crash", "--no-resume") == EXIT_TASK_FAILED
+    run = read_run(out / "oracle" / "run.json")  # the earlier complete result stays, beside this run's crash
+    assert sorted(t.name for t in run.tasks) == ["flaky", "kv"] and [s.kind for s in run.skipped] == ["crashed"]
+
     update_leaderboard([out], tmp_path / "board")
     page = (tmp_path / "board" / "LEADERBOARD.md").read_text()
     assert "| oracle | flaky | crashed | AttributeError: 'GPT2Config' object" in page
