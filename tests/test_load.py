@@ -172,7 +172,8 @@ def test_cache_scenarios_distinct_suite_and_hit(serve_hf, tmp_path, capsys):
 
 def test_prefix_cache_counters_are_parsed_from_prometheus_text():
     """No vLLM runs in the default suite (nothing here serves these counters), so this reads text in the form
-    vLLM 0.32's /metrics serves: its counter names and labels, written out by hand."""
+    vLLM 0.32's /metrics served here (its counter names and labels, written out by hand; the real page was read
+    by hand too, docs/served.md): the KV connector's external_prefix_cache counters are not the server's cache."""
     from longctx_eval.load_test.server_metrics import level_hit_rate, parse_prefix_cache
 
     def page(queries: float, hits: float) -> str:
@@ -183,6 +184,8 @@ def test_prefix_cache_counters_are_parsed_from_prometheus_text():
             f'vllm:prefix_cache_queries_created{{engine="0",model_name="m"}} 1.7e9\n'
             "# TYPE vllm:prefix_cache_hits_total counter\n"
             f'vllm:prefix_cache_hits_total{{engine="0",model_name="m"}} {hits}\n'
+            f'vllm:external_prefix_cache_queries_total{{engine="0",model_name="m"}} 500.0\n'
+            f'vllm:external_prefix_cache_hits_total{{engine="0",model_name="m"}} 500.0\n'
             'vllm:num_requests_running{engine="0",model_name="m"} 0.0\n'
         )
 

@@ -1,20 +1,15 @@
 """`decoding=greedy` on served models is greedy: the neutral value of every penalty is sent (a server's own default
 otherwise applies: llama-cpp-python's repeat_penalty is 1.1, vLLM applies the model's generation_config.json), the
-servers on loopback take them, and the run file records exactly the fields sent."""
+servers on loopback take them, and the model settings (written to the run file) record exactly the fields sent."""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-
 from servers import LLAMA_MODEL, SERVE_MODEL, http_json
 
-from longctx_eval.cli import main
 from longctx_eval.models.loader import load_model
 from longctx_eval.models.openai_client import ServedClient
 from longctx_eval.models.openai_sampling import EXTENDED, STANDARD, greedy_sampling
 from longctx_eval.models.spec import parse_spec
-from longctx_eval.results import read_run
 from longctx_eval.sample import Request
 
 REPEATING = "The cat sat on the mat. The cat sat on the mat. The cat sat on the mat."
@@ -66,18 +61,18 @@ def test_llama_cpp_replies_greedily_only_with_the_neutral_penalties(llama_cpp_se
     assert settings["decoding"] == "greedy" and settings["generation"]["repeat_penalty"] == 1.0
 
 
-def test_serve_takes_the_fields_and_the_run_file_records_them(serve_hf: str, tmp_path: Path):
+def test_serve_takes_the_fields_and_the_settings_record_them(serve_hf: str):
     status, refused = http_json(
         f"{serve_hf}/completions", {"model": SERVE_MODEL, "prompt": "x", "max_tokens": 2, "repetition_penalty": 1.05}
     )
     assert status == 400 and refused["error"]["param"] == "repetition_penalty"  # it reads the field it is sent
-    spec = f"openai:{SERVE_MODEL}@{serve_hf}?tokenizer=smollm2-135m&name=greedy-fields"
-    argv = ["run", "--model", spec, "--tasks", "needle", "--lengths", "256", "--limit", "1", "--out", str(tmp_path)]
-    assert main(argv) == 0
-    run_dir = tmp_path / "greedy-fields"
-    preds = [json.loads(line) for line in (run_dir / "predictions.jsonl").read_text().splitlines()]
-    assert preds and all(p["status"] == "ok" for p in preds)
-    settings = read_run(run_dir / "run.json").model.settings
+    adapter = load_model(parse_spec(f"openai:{SERVE_MODEL}@{serve_hf}?tokenizer=smollm2-135m"))
+    try:
+        [pred] = adapter.generate([_request("Name three colours.", 4)])  # the full set of fields, accepted
+        settings = adapter.meta.settings
+    finally:
+        adapter.close()
+    assert pred.status == "ok" and pred.completion_tokens, pred.error
     assert settings["generation"] == {**greedy_sampling("auto", hosted=False).record(), "seed": 0}
     default = f"openai:{SERVE_MODEL}@{serve_hf}?tokenizer=smollm2-135m&decoding=default"
     adapter = load_model(parse_spec(default))

@@ -1,6 +1,8 @@
-"""Several servers of one model (`openai:<model>@<url1>,<url2>`): two real `longctx-eval serve` processes on
-loopback; the four questions of each needle_multiquery document go to one server (cache affinity), the documents
-spread over both (least in flight), as the predictions and the servers' own request logs both say."""
+"""Several servers of one model (`openai:<model>@<url1>,<url2>`): the four questions of each needle_multiquery
+document go to one server (cache affinity), the documents spread over both (least in flight), as the predictions
+and the servers' own counters say. By default the two servers are two fault proxies (schedule all ok) on loopback
+in front of the session's `longctx-eval serve`, counting what each received; the slow tests start two `serve`
+processes and read their request logs."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ from contextlib import ExitStack
 from pathlib import Path
 
 import pytest
-from servers import SERVE_MODEL, serve_hf_server
+from servers import SERVE_MODEL, http_json, root, serve_hf_server
 
 from longctx_eval.cli import main
 from longctx_eval.errors import ConfigError
@@ -34,6 +36,34 @@ def test_several_base_urls_are_one_spec_and_one_name():
         parse_spec("openai:m@http://h:1/v1,http://")
 
 
+def _run_multiquery(spec: str, out: Path) -> list[dict]:
+    argv = ["run", "--model", spec, "--tasks", "needle_multiquery", "--lengths", "256", "--limit", "2"]
+    argv += ["--task-arg", "needle_multiquery.source=synthetic", "--out", str(out)]
+    assert main(argv) == 0
+    return [json.loads(x) for x in (out / "pool" / "predictions.jsonl").read_text().splitlines()]
+
+
+def _check_affinity(preds: list[dict], url_a: str, url_b: str) -> Counter:
+    """One server per document, both servers used; the requests each server answered."""
+    assert len(preds) == 8 and all(p["status"] == "ok" for p in preds)  # 2 documents x 4 questions
+    by_doc: dict[str, set[str]] = {}
+    for p in preds:
+        by_doc.setdefault(p["sample_id"], set()).add(p["data"]["serving"]["server"])
+    assert len(by_doc) == 2 and all(len(s) == 1 for s in by_doc.values())  # affinity: one server per document
+    assert {next(iter(s)) for s in by_doc.values()} == {url_a, url_b}  # and the two documents on both servers
+    return Counter(p["data"]["serving"]["server"] for p in preds)
+
+
+def test_documents_stay_on_one_server_behind_two_proxies(serve_hf, fault_proxy, tmp_path: Path):
+    url_a, url_b = fault_proxy(serve_hf, schedule="seq:ok"), fault_proxy(serve_hf, schedule="seq:ok")
+    preds = _run_multiquery(f"openai:{SERVE_MODEL}@{url_a},{url_b}?tokenizer=smollm2-135m&name=pool", tmp_path)
+    served = _check_affinity(preds, url_a, url_b)
+    counted = [http_json(root(u) + "/fault-stats")[1]["requests"] for u in (url_a, url_b)]
+    assert counted == [served[url_a], served[url_b]] == [4, 4]  # what each server received
+    run = read_run(tmp_path / "pool" / "run.json")
+    assert run.model.name == "pool" and run.tasks[0].serving is not None and run.tasks[0].serving.ok == 8
+
+
 @pytest.fixture(scope="module")
 def two_servers(tmp_path_factory: pytest.TempPathFactory) -> Iterator[list[tuple[str, Path]]]:
     """Two `longctx-eval serve smollm2-135m` processes: (base URL, request log) each."""
@@ -49,27 +79,17 @@ def _generations(log: Path) -> int:
     return len(re.findall(r"^POST /v1/chat/completions ", log.read_text(errors="replace"), flags=re.M))
 
 
+@pytest.mark.slow
 def test_documents_stay_on_one_server_and_spread_over_both(two_servers, tmp_path: Path):
     (url_a, log_a), (url_b, log_b) = two_servers
     before = [_generations(log_a), _generations(log_b)]
-    spec = f"openai:{SERVE_MODEL}@{url_a},{url_b}?tokenizer=smollm2-135m&name=pool"
-    argv = ["run", "--model", spec, "--tasks", "needle_multiquery", "--lengths", "256", "--limit", "2"]
-    argv += ["--task-arg", "needle_multiquery.source=synthetic", "--out", str(tmp_path)]
-    assert main(argv) == 0
-    preds = [json.loads(x) for x in (tmp_path / "pool" / "predictions.jsonl").read_text().splitlines()]
-    assert len(preds) == 8 and all(p["status"] == "ok" for p in preds)  # 2 documents x 4 questions
-    by_doc: dict[str, set[str]] = {}
-    for p in preds:
-        by_doc.setdefault(p["sample_id"], set()).add(p["data"]["serving"]["server"])
-    assert len(by_doc) == 2 and all(len(s) == 1 for s in by_doc.values())  # affinity: one server per document
-    assert {next(iter(s)) for s in by_doc.values()} == {url_a, url_b}  # and the two documents on both servers
-    served = Counter(p["data"]["serving"]["server"] for p in preds)
+    preds = _run_multiquery(f"openai:{SERVE_MODEL}@{url_a},{url_b}?tokenizer=smollm2-135m&name=pool", tmp_path)
+    served = _check_affinity(preds, url_a, url_b)
     after = [_generations(log_a), _generations(log_b)]
     assert [after[0] - before[0], after[1] - before[1]] == [served[url_a], served[url_b]] == [4, 4]  # their logs
-    run = read_run(tmp_path / "pool" / "run.json")
-    assert run.model.name == "pool" and run.tasks[0].serving is not None and run.tasks[0].serving.ok == 8
 
 
+@pytest.mark.slow
 def test_load_spreads_over_both_servers(two_servers, tmp_path: Path):
     (url_a, _), (url_b, _) = two_servers
     out = tmp_path / "load.json"

@@ -129,6 +129,9 @@ def build_pool(
                 bound, r, _ = fitting[j % len(fitting)]
                 led = replace(r, prompt=LEAD.format(n=j + 1) + r.prompt)
                 n = bound.prompt_tokens(led)
+                if not bound.fits(led, n):  # the lead line took it over the window: never sent
+                    over += 1
+                    continue
                 requests.append(served_request(bound, led, n))
                 tokens.append(n)
     else:

@@ -1,8 +1,9 @@
 """A server's prefix-cache counters from its Prometheus `/metrics` page, read before and after each load level.
 
-Parsed generically: every sample of a counter named `<prefix>prefix_cache_queries[_total]` or
-`<prefix>prefix_cache_hits[_total]` (vLLM: `vllm:prefix_cache_queries_total` and `vllm:prefix_cache_hits_total`,
-counted in tokens, one sample per engine), summed over labels. A level's hit rate is the hits it added over the
+Parsed generically: every sample of a counter named `[namespace:][gpu_]prefix_cache_queries[_total]` or
+`...prefix_cache_hits[_total]` (vLLM 0.32: `vllm:prefix_cache_queries_total` and `vllm:prefix_cache_hits_total`,
+counted in tokens, one sample per engine), summed over labels; `vllm:external_prefix_cache_*` (what a KV
+connector serves) is left out. A level's hit rate is the hits it added over the
 queries it added. A server without `/metrics` (llama.cpp's, `longctx-eval serve`) or without such counters
 reports none: the load test then says the hit rate is unknown, never 0.
 """
@@ -15,7 +16,9 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 _SAMPLE = re.compile(r"^([A-Za-z_:][A-Za-z0-9_:]*)(\{[^}]*\})?\s+(\S+)")
-_COUNTER = re.compile(r"prefix_cache_(queries|hits)(_total)?$")
+_COUNTER = re.compile(r"^(?:[A-Za-z0-9_]+:)?(?:gpu_)?prefix_cache_(queries|hits)(?:_total)?$")
+"""The server's own prefix cache (vLLM 0.32 `vllm:prefix_cache_*_total`, earlier `vllm:gpu_prefix_cache_*`), not
+`vllm:external_prefix_cache_*` (a KV connector's) or any other cache."""
 TIMEOUT_S = 10.0
 
 

@@ -182,9 +182,9 @@ _BUILTIN = (
         needs_target=True,
         adapter="longctx_eval.models.openai_adapter:OpenAIModel",
         tokenizer="longctx_eval.models.openai_prompt:served_tokenizer",
-        example="openai:<model>@<base_url>[?endpoint=chat|completions&api_key_env=OPENAI_API_KEY&max_length=N"
-        "&tokenizer=T&count=auto|local|server&max_in_flight=8&rpm=R&tpm=T&timeout=600&max_attempts=6"
-        "&thinking_tokens=N&name=N]",
+        example="openai:<model>@<base_url>[,<base_url>...][?endpoint=chat|completions&api_key_env=OPENAI_API_KEY"
+        "&max_length=N&tokenizer=T&count=auto|local|server&decoding=greedy|default&neutral=auto|standard|all"
+        "&max_in_flight=8&rpm=R&tpm=T&timeout=600&max_attempts=6&thinking_tokens=N&name=N]",
         check_target=_check_openai_target,
         serves=frozenset({Capability.GENERATE}),
     ),

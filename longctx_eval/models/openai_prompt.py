@@ -88,7 +88,7 @@ def load_served_tokenizer(spec: ModelSpec, warn: bool = False) -> LoadedTokenize
     from longctx_eval.assets import load_tokenizer
 
     minilm = load_tokenizer("minilm")
-    if warn:
+    if warn and (probe is None or probe.reachable):  # a server that is down: the adapter's probe says so
         from longctx_eval.progress import console
 
         gap = _gap(target.model, reason, probe, minilm, o.count)

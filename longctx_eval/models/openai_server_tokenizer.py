@@ -34,6 +34,8 @@ class ServerTokenizerProbe:
     root: str | None
     ids: list[int] | None
     count: int | None
+    reachable: bool = True
+    """Whether /v1/models answered at all (a server that is down is the adapter's probe's error to report)."""
 
 
 def _http(url: str, body: dict[str, Any] | None, key: str | None) -> Any:
@@ -56,8 +58,10 @@ def probe_server(base_url: str, model: str, api_key_env: str) -> ServerTokenizer
         for m in listing.get("data", []) if isinstance(listing, dict) else []:
             if isinstance(m, dict) and m.get("id") == model and isinstance(m.get("root"), str) and m["root"]:
                 root_name = m["root"]
-    except (OSError, ValueError):
+    except urllib.error.HTTPError:
         pass
+    except (OSError, ValueError):
+        return ServerTokenizerProbe(None, None, None, reachable=False)
     ids = count = None
     try:
         body = {"model": model, "prompt": PROBE, "add_special_tokens": False}
