@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from rich.console import Console
 from rich.progress import (
@@ -15,7 +16,17 @@ from rich.progress import (
     TimeRemainingColumn,
 )
 
-console = Console(stderr=True, soft_wrap=True)
+from longctx_eval.secret_mask import mask_secrets
+
+
+class MaskingConsole(Console):
+    """A rich Console whose text arguments have secrets masked (`secret_mask`) before they are printed."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(mask_secrets(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
+console = MaskingConsole(stderr=True, soft_wrap=True)
 
 
 def progress_bar() -> Progress:
@@ -34,5 +45,5 @@ def progress_bar() -> Progress:
 @contextmanager
 def status(message: str) -> Iterator[None]:
     """A spinner with a message for a single long step."""
-    with console.status(message):
+    with console.status(mask_secrets(message)):
         yield
