@@ -1,26 +1,96 @@
-"""Progress display for long work (rich), quiet when not attached to a terminal unless asked."""
+"""Progress display for long work (rich): a live bar on a terminal, plain lines when output goes to a file.
+
+The run's bar (`progress_bar`) shows one row per task; a long step inside a task (embedding a document's
+chunks) adds a row under it with `work_progress` (done/total and tokens/s). When stderr is not a terminal,
+nothing live is drawn: each task prints one line when it finishes (or stops), and a long step prints a line
+every `PRINT_EVERY_S` seconds and when it ends.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    TaskID,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 
-console = Console(stderr=True, soft_wrap=True)
+from longctx_eval.secret_mask import mask_secrets
 
 
-def progress_bar() -> Progress:
+class MaskingConsole(Console):
+    """A rich Console whose text arguments have secrets masked (`secret_mask`) before they are printed."""
+
+    def print(self, *objects: Any, **kwargs: Any) -> None:
+        super().print(*(mask_secrets(o) if isinstance(o, str) else o for o in objects), **kwargs)
+
+
+console = MaskingConsole(stderr=True, soft_wrap=True)
+
+
+PRINT_EVERY_S = 30.0
+"""When not on a terminal, a long step prints its progress at most this often (and once when it ends)."""
+_ACTIVE: list[RunProgress] = []
+
+
+class RunProgress(Progress):
+    """The run's progress bar; off a terminal, one line per task when it finishes (or when the bar closes)."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._reported: set[TaskID] = set()
+        self._subtasks: set[TaskID] = set()
+
+    def __enter__(self) -> RunProgress:
+        super().__enter__()
+        _ACTIVE.append(self)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            for task_id in list(self._tasks):
+                self._report(task_id, closing=True)
+        finally:
+            _ACTIVE.remove(self)
+            super().__exit__(*exc)
+
+    def advance(self, task_id: TaskID, advance: float = 1) -> None:
+        super().advance(task_id, advance)
+        self._report(task_id)
+
+    def subtask(self, description: str, total: int) -> TaskID:
+        """A row under the tasks for one long step (removed with `remove_task`; never reported as a task)."""
+        task_id = self.add_task(description, total=total)
+        self._subtasks.add(task_id)
+        return task_id
+
+    def _report(self, task_id: TaskID, closing: bool = False) -> None:
+        if self.console.is_terminal or task_id in self._reported or task_id in self._subtasks:
+            return
+        with self._lock:
+            task = self._tasks.get(task_id)
+        if task is None or not (task.finished or closing):
+            return
+        self._reported.add(task_id)
+        state = "done" if task.finished else "stopped"
+        total = int(task.total) if task.total is not None else "?"
+        elapsed = task.finished_time if task.finished_time is not None else task.elapsed or 0.0
+        self.console.print(f"{task.description}: {int(task.completed)}/{total} {state} in {elapsed:.1f} s")
+
+
+def progress_bar() -> RunProgress:
     """A progress bar with count, elapsed and remaining time, written to stderr."""
-    return Progress(
+    return RunProgress(
         TextColumn("[bold]{task.description}"),
         BarColumn(),
         MofNCompleteColumn(),
@@ -32,7 +102,48 @@ def progress_bar() -> Progress:
 
 
 @contextmanager
+def work_progress(description: str, total: int, unit: str = "chunks") -> Iterator[Callable[[int, int], None]]:
+    """Progress of one long step inside a task; yields `advance(n_units, n_tokens)`.
+
+    On a terminal with the run's bar open: a row under it (units done/total, tokens/s), removed at the end.
+    Otherwise a line every `PRINT_EVERY_S` seconds and one at the end, e.g.
+    `embedding 4096 chunks: 1024/4096 chunks, 5,210 tokens/s, 25 s`.
+    """
+    t0 = last = time.perf_counter()
+    done = tokens = 0
+    bar = _ACTIVE[-1] if _ACTIVE else None
+    live = bar is not None and bar.console.is_terminal
+    row = bar.subtask(escape(description), total) if live and bar is not None else None
+    out = bar.console if bar is not None else console
+
+    def line() -> str:
+        seconds = time.perf_counter() - t0
+        return f"{description}: {done}/{total} {unit}, {tokens / max(seconds, 1e-9):,.0f} tokens/s, {seconds:.0f} s"
+
+    def advance(n_units: int, n_tokens: int = 0) -> None:
+        nonlocal done, tokens, last
+        done += n_units
+        tokens += n_tokens
+        now = time.perf_counter()
+        if row is not None and bar is not None:
+            rate = tokens / max(now - t0, 1e-9)
+            bar.update(row, completed=done, description=escape(f"{description}, {rate:,.0f} tokens/s"))
+        elif now - last >= PRINT_EVERY_S:
+            last = now
+            out.print(line(), highlight=False, markup=False)
+
+    try:
+        yield advance
+    finally:
+        if row is not None and bar is not None:
+            bar.remove_task(row)
+            bar._subtasks.discard(row)
+        else:
+            out.print(line(), highlight=False, markup=False)
+
+
+@contextmanager
 def status(message: str) -> Iterator[None]:
     """A spinner with a message for a single long step."""
-    with console.status(message):
+    with console.status(mask_secrets(message)):
         yield

@@ -27,6 +27,7 @@ from types import TracebackType
 from longctx_eval.errors import LongctxError
 from longctx_eval.io import ensure_dir, write_failure
 from longctx_eval.run_paths import NOFOLLOW, inside, is_link_error, link_refusal
+from longctx_eval.secret_mask import mask_secrets
 
 LOCK_NAME = ".lock"
 
@@ -72,7 +73,7 @@ class RunLock:
     def __init__(self, run_dir: Path, *, shared: bool = False, command: str | None = None) -> None:
         self.run_dir = Path(run_dir)
         self.shared = shared
-        self.command = command if command is not None else " ".join(shlex.quote(a) for a in sys.argv)
+        self.command = mask_secrets(command if command is not None else " ".join(shlex.quote(a) for a in sys.argv))
         self._key: Path | None = None
 
     @property

@@ -14,6 +14,10 @@ from longctx_eval.models.index_cache import Arrays
 from longctx_eval.models.model_source import load_error, retriever_source, retriever_tokenizer
 from longctx_eval.models.rerank import load_reranker
 from longctx_eval.models.spec import ModelSpec
+from longctx_eval.progress import work_progress
+
+PROGRESS_SLICE = 256
+"""A document of more chunks is embedded in slices of this many, reporting progress after each."""
 
 
 class DenseIndexer:
@@ -45,7 +49,25 @@ class DenseIndexer:
         return np.asarray(out, dtype=np.float32)
 
     def build(self, texts: list[str]) -> dict[str, np.ndarray]:
-        return {"vectors": self.encode(texts)}
+        """The chunks' embeddings; a long document is encoded in slices, with progress (chunks, tokens/s)."""
+        step = max(PROGRESS_SLICE, self.batch_size)
+        if len(texts) <= step:
+            return {"vectors": self.encode(texts)}
+        parts = []
+        with work_progress(f"embedding {len(texts)} chunks [{self.name}]", len(texts)) as advance:
+            for start in range(0, len(texts), step):
+                part = texts[start : start + step]
+                parts.append(self.encode(part))
+                advance(len(part), self._tokens(part))
+        return {"vectors": np.concatenate(parts)}
+
+    def _tokens(self, texts: list[str]) -> int:
+        """Tokens the encoder reads for `texts` (each truncated at max_seq_length), for the tokens/s shown."""
+        tokenizer = getattr(self.model, "tokenizer", None)
+        if tokenizer is None:
+            return 0
+        cap = self.model.max_seq_length or 1 << 30
+        return sum(min(len(ids), cap) for ids in tokenizer(texts, add_special_tokens=True)["input_ids"])
 
     def score(self, index: Arrays, query: str, key: str) -> np.ndarray:
         return index["vectors"] @ self.encode([query])[0]

@@ -27,6 +27,7 @@ from longctx_eval.serve.protocol import (
     now,
     parse_generation,
     response,
+    token_ids,
     tokenize_ids,
     usage_chunk,
 )
@@ -66,6 +67,9 @@ async def openai_errors(request: web.Request, handler: Any) -> web.StreamRespons
     except GenerationError as exc:
         log.exception("generation failed")
         return error_response(APIError(500, str(exc), type="server_error"))
+    except Exception as exc:  # a bug must still answer in OpenAI's shape (and the engine stays usable: engine.py)
+        log.exception("%s %s failed", request.method, request.path)
+        return error_response(APIError(500, f"internal error: {type(exc).__name__}: {exc}", type="server_error"))
 
 
 async def list_models(request: web.Request) -> web.Response:
@@ -90,9 +94,7 @@ async def detokenize(request: web.Request) -> web.Response:
     engine = request.app[ENGINE]
     body = await _json_body(request)
     check_model(body, engine, required=False)
-    tokens = body.get("tokens")
-    if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in tokens):
-        raise bad('/detokenize takes {"tokens": [int, ...]}', "tokens")
+    tokens = token_ids(body.get("tokens"), engine, "tokens")  # ids outside the vocabulary are a 400, not a 500
     return web.json_response({"prompt": engine.hf_tok.decode(tokens)})
 
 
@@ -153,12 +155,13 @@ async def _stream(
         await send(chunk(job, rid, created, engine.name, None if job.kind == "chat" else "", finish=out.finish_reason))
         if job.include_usage:
             await send(usage_chunk(job, rid, created, engine.name, out))
-    except GenerationError as exc:
-        log.exception("generation failed mid-stream")
-        await send(APIError(500, str(exc), type="server_error").body())
     except ConnectionError as exc:  # the client went away: generation was stopped
         log.info("client disconnected mid-stream: %s", exc)
         return resp
+    except Exception as exc:  # GenerationError or a bug: the stream ends with an OpenAI-shaped error event
+        log.exception("generation failed mid-stream")
+        message = str(exc) if isinstance(exc, GenerationError) else f"internal error: {type(exc).__name__}: {exc}"
+        await send(APIError(500, message, type="server_error").body())
     await resp.write(b"data: [DONE]\n\n")
     await resp.write_eof()
     return resp

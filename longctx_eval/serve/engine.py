@@ -229,19 +229,19 @@ class HFEngine:
             def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
                 return torch.full((input_ids.shape[0],), cancel.is_set(), dtype=torch.bool)
 
-        if sampling.temperature > 0:
-            decoding: dict[str, Any] = {
-                "do_sample": True,
-                "temperature": sampling.temperature,
-                "top_p": sampling.top_p,
-                "top_k": 0,
-            }
-            if sampling.seed is not None:
-                torch.manual_seed(sampling.seed)
-        else:  # exactly the adapter's greedy arguments
-            decoding = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
         error: BaseException | None = None
-        try:
+        try:  # everything in the worker is inside: whatever raises, "done" is sent and the engine is free again
+            if sampling.temperature > 0:
+                decoding: dict[str, Any] = {
+                    "do_sample": True,
+                    "temperature": sampling.temperature,
+                    "top_p": sampling.top_p,
+                    "top_k": 0,
+                }
+                if sampling.seed is not None:
+                    torch.manual_seed(sampling.seed)
+            else:  # exactly the adapter's greedy arguments
+                decoding = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
             with torch.no_grad():
                 self.model.generate(
                     input_ids=torch.tensor([ids]),
@@ -253,7 +253,7 @@ class HFEngine:
                     stopping_criteria=StoppingCriteriaList([Cancelled()]),
                     **decoding,
                 )
-        except Exception as exc:  # reported to the request, the server keeps serving
+        except BaseException as exc:  # reported to the request, the server keeps serving
             error = exc
         finally:
             put(("done", error))

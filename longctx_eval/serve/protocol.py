@@ -64,7 +64,7 @@ def _number(body: dict[str, Any], name: str, default: float, lo: float, hi: floa
     return float(value)
 
 
-def _int(body: dict[str, Any], name: str, lo: int) -> int | None:
+def _int(body: dict[str, Any], name: str, lo: int, hi: int | None = None) -> int | None:
     value = body.get(name)
     if value is None:
         return None
@@ -72,6 +72,8 @@ def _int(body: dict[str, Any], name: str, lo: int) -> int | None:
         raise bad(f"'{name}' must be an integer, got {value!r}", name)
     if value < lo:
         raise bad(f"'{name}' must be at least {lo}, got {value}", name)
+    if hi is not None and value > hi:
+        raise bad(f"'{name}' must be at most {hi}, got {value}", name)
     return value
 
 
@@ -161,7 +163,7 @@ def _sampling(body: dict[str, Any], prompt_tokens: int, window: int | None, para
         max_tokens=max_tokens_for(prompt_tokens, requested, window, param),
         temperature=_number(body, "temperature", 0.0, 0.0, 2.0),
         top_p=_number(body, "top_p", 1.0, 1e-9, 1.0),
-        seed=_int(body, "seed", -(2**63)),
+        seed=_int(body, "seed", -(2**63), 2**64 - 1),  # torch.manual_seed's range
         stop=_stop(body),
     )
 
@@ -211,6 +213,17 @@ def chat_prompt_ids(body: dict[str, Any], engine: HFEngine) -> list[int]:
         raise bad(str(exc), "messages") from None
 
 
+def token_ids(value: Any, engine: HFEngine, param: str) -> list[int]:
+    """`value` as token ids of this vocabulary, or a 400 naming `param` (not a list of ints, an id outside it)."""
+    if not isinstance(value, list) or not all(isinstance(t, int) and not isinstance(t, bool) for t in value):
+        raise bad(f"'{param}' must be a list of token ids (integers)", param)
+    vocab = engine.vocab_size()
+    bad_ids = [t for t in value if not 0 <= t < vocab]
+    if bad_ids:
+        raise bad(f"'{param}' token id {bad_ids[0]} is outside the vocabulary (0..{vocab - 1})", param)
+    return list(value)
+
+
 def completion_prompt_ids(body: dict[str, Any], engine: HFEngine) -> list[int]:
     """Token ids of a completions request's prompt: a string, or the token ids themselves."""
     prompt = body.get("prompt")
@@ -219,11 +232,7 @@ def completion_prompt_ids(body: dict[str, Any], engine: HFEngine) -> list[int]:
     if isinstance(prompt, str):
         return engine.text_ids(prompt, _bool(body, "add_special_tokens", True))
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
-        vocab = engine.vocab_size()
-        bad_ids = [t for t in prompt if not 0 <= t < vocab]
-        if bad_ids:
-            raise bad(f"'prompt' token id {bad_ids[0]} is outside the vocabulary (0..{vocab - 1})", "prompt")
-        return list(prompt)
+        return token_ids(prompt, engine, "prompt")
     raise bad("'prompt' must be a string or a list of token ids (one prompt per request)", "prompt")
 
 
@@ -233,7 +242,10 @@ def parse_generation(body: dict[str, Any], engine: HFEngine, kind: Literal["chat
     _refuse_unsupported(body)
     stream, include_usage = _stream_flags(body)
     ids = chat_prompt_ids(body, engine) if kind == "chat" else completion_prompt_ids(body, engine)
-    sampling = _sampling(body, len(ids), engine.window, "messages" if kind == "chat" else "prompt")
+    param = "messages" if kind == "chat" else "prompt"
+    if not ids:  # nothing to continue from: the model cannot start a reply without a single token
+        raise bad(f"'{param}' has no tokens; send at least one token to continue from", param)
+    sampling = _sampling(body, len(ids), engine.window, param)
     return Job(kind, ids, sampling, stream, include_usage)
 
 
