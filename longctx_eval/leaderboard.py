@@ -87,16 +87,32 @@ def find_run_files(inputs: Iterable[Path]) -> list[Path]:
 
 
 def unfinished_run_folders(inputs: Iterable[Path]) -> list[tuple[Path, str]]:
-    """Run folders (a manifest.json) among `inputs` without a run.json, each with what its manifest says."""
+    """Run folders among `inputs` without a run.json, each with why: the model's load failure (logs/load.log) or
+    what its manifest says."""
     found = []
     for item in map(Path, inputs):
         if not item.is_dir():
             continue
         for root, dirs, files in os.walk(item):
             dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d != RUNS_DIR)
-            if "manifest.json" in files and "run.json" not in files:
+            if "run.json" in files:
+                continue
+            load_log = Path(root) / "logs" / "load.log"
+            if load_log.is_file():
+                found.append((Path(root), _load_failure_reason(load_log)))
+            elif "manifest.json" in files:
                 found.append((Path(root), _unfinished_reason(Path(root) / "manifest.json")))
     return sorted(found)
+
+
+def _load_failure_reason(log: Path) -> str:
+    """What RUN_DIR/logs/load.log (written by the runner when a model cannot load) says, on one line."""
+    try:
+        lines = log.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        lines = []
+    reason = " ".join(" ".join(lines[1:]).split())[:300] or "no reason recorded"
+    return f"the model could not load, nothing ran: {reason}"
 
 
 def _unfinished_reason(manifest: Path) -> str:

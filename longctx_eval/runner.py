@@ -74,8 +74,7 @@ def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> 
     with RunLock(run_dir):
         manifest = read_manifest(run_dir)
         check_same_model(run_dir, manifest, spec)
-        with status(f"loading {spec.raw}"):
-            adapter = load_model(spec)
+        adapter = _load_recorded(run_dir, spec)
         try:
             check_same_identity(run_dir, manifest, adapter.meta.identity_sha256, spec)
             manifest = _fresh_manifest(manifest, adapter)
@@ -133,6 +132,22 @@ def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> 
 
 CRASH_LOGS = "logs"
 """RUN_DIR/logs/<task>.log: the traceback of a task that crashed (the console and run file get one line)."""
+LOAD_LOG = "load.log"
+"""RUN_DIR/logs/load.log: why the model could not load (a server down, a refused architecture), kept until it loads;
+the leaderboard shows it for a run folder that has no run.json, so a model that never ran is not silently absent."""
+
+
+def _load_recorded(run_dir: Path, spec: ModelSpec) -> ModelAdapter:
+    """Load the model; a refusal is written to RUN_DIR/logs/load.log before it propagates, removed once it loads."""
+    log = inside(run_dir, CRASH_LOGS, LOAD_LOG)
+    try:
+        with status(f"loading {spec.raw}"):
+            adapter = load_model(spec)
+    except LongctxError as exc:
+        atomic_write_text(log, f"{now_iso()} model {spec.name} could not load\n{exc}\n")
+        raise
+    log.unlink(missing_ok=True)
+    return adapter
 
 
 def _crashed(run_dir: Path, task: str, exc: Exception) -> Skipped:

@@ -242,3 +242,24 @@ def test_a_served_run_against_a_closed_port_fails_then_resumes(serve_hf, tmp_pat
     assert any(r.metric == "score" and r.length is None and r.n == 2 for r in task.results)
     lines = (out / "served" / "predictions.jsonl").read_text().splitlines()
     assert [json.loads(line)["status"] for line in lines] == ["error", "error", "ok", "ok"]  # appended, none lost
+
+
+def test_a_served_model_whose_port_is_closed_at_load_is_named_on_the_page(tmp_path, capsys):
+    """A real closed loopback port from the start: the model cannot load, so nothing runs; the console says why,
+    exit status 1, logs/load.log keeps the reason, and the leaderboard lists the folder under Not read."""
+    from servers import free_port
+
+    out = tmp_path / "results"
+    spec = f"openai:smollm2-135m@http://127.0.0.1:{free_port()}/v1?tokenizer=smollm2-135m&max_length=4096&name=down"
+    argv = ["run", "--model", spec, "--tasks", "needle", "--lengths", "256", "--limit", "1", "--out", str(out)]
+    assert main(argv) == 1
+    err = " ".join(capsys.readouterr().err.split())
+    assert "cannot reach http://127.0.0.1:" in err
+    log = (out / "down" / "logs" / "load.log").read_text()
+    assert "model down could not load" in log and "cannot reach" in log
+    assert not (out / "down" / "run.json").exists()
+    assert main(["leaderboard", str(out), "--out", str(tmp_path / "board")]) == 0
+    err = " ".join(capsys.readouterr().err.split())
+    assert f"not read {out / 'down'}: the model could not load, nothing ran: " in err
+    page = (tmp_path / "board" / "LEADERBOARD.md").read_text()
+    assert f"| {out / 'down'} | the model could not load, nothing ran: " in page and "cannot reach" in page
