@@ -292,11 +292,23 @@ def _generate(
             if budget is not None:  # --max-cost: spent + this batch's upper bound must stay within the budget
                 bounds = [(n, output_budget(bound, r)) for _, r, n in batch]
                 budget.before(adapter.meta.spec, bounds)
-            preds = _serve(bound, capability, [r for _, r, _ in batch])
+            early: set[int] = set()  # requests saved as their reply arrived (served models), by id()
+
+            def arrived(r: Request, pred: Prediction, batch: list = batch, early: set[int] = early) -> None:
+                i, n = next((i, n) for i, x, n in batch if x is r)
+                _save(store, keys[i][r.part], info, samples[i], r, capability, replace(pred, prompt_tokens=n))
+                early.add(id(r))
+
+            bound.on_prediction = arrived
+            try:
+                preds = _serve(bound, capability, [r for _, r, _ in batch])
+            finally:
+                bound.on_prediction = None
             if budget is not None:
                 budget.after(adapter.meta.spec, bounds, preds)
             for (i, r, n), pred in zip(batch, preds, strict=True):
-                _save(store, keys[i][r.part], info, samples[i], r, capability, replace(pred, prompt_tokens=n))
+                if id(r) not in early:
+                    _save(store, keys[i][r.part], info, samples[i], r, capability, replace(pred, prompt_tokens=n))
             bar.advance(job, len(batch))
     return warnings
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from longctx_eval.capability import Capability
@@ -59,6 +59,9 @@ class ModelAdapter:
     """Base of every adapter; subclasses set `capabilities` and implement the methods they declare."""
 
     capabilities: frozenset[Capability] = frozenset()
+    on_prediction: Callable[[Request, Prediction], None] | None = None
+    """Set by the runner around a batch: an adapter that finishes a batch's requests one by one (`openai:`) calls
+    it with each request and its prediction as soon as it is ready, so a kill loses only requests in flight."""
 
     def __init__(self, meta: ModelMeta, tokenizer: Tokenizer) -> None:
         self.meta = meta

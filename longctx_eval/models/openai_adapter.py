@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import math
+import queue
 import threading
 import time
 from collections import Counter
@@ -239,15 +240,39 @@ class OpenAIModel(ModelAdapter):
         if not requests:
             return []
         pairs = [self._served(r) for r in requests]
-        t0 = time.perf_counter()
-        results = self._run(self.client.complete_many([p[0] for p in pairs]))
-        share = (time.perf_counter() - t0) / len(requests)
-        preds = [
-            self._prediction(req, rendered, res, share) for (req, rendered), res in zip(pairs, results, strict=True)
-        ]
+        preds = self._complete_as_they_arrive(requests, pairs)
         self._warn_lengths(preds)
         self._warn_failures(preds)
         return preds
+
+    def _complete_as_they_arrive(
+        self, requests: Sequence[Request], pairs: list[tuple[ServedRequest, Rendered]]
+    ) -> list[Prediction]:
+        """The batch's predictions; each is built (here, off the loop thread) and handed to `on_prediction` as
+        its reply arrives. A reply's `seconds` is the batch's wall time since the previous reply, so they sum to
+        the batch's wall time, as the per-request share did."""
+        arrived: queue.SimpleQueue[tuple[int, ServedResult]] = queue.SimpleQueue()
+        coro = self.client.complete_many([p[0] for p in pairs], on_result=lambda i, res: arrived.put((i, res)))
+        future = asyncio.run_coroutine_threadsafe(coro, self._loop)
+        preds: list[Prediction | None] = [None] * len(requests)
+        last = time.perf_counter()
+
+        def take(i: int, res: ServedResult) -> None:
+            nonlocal last
+            now = time.perf_counter()
+            preds[i] = self._prediction(*pairs[i], res, now - last)
+            last = now
+            if self.on_prediction is not None:
+                self.on_prediction(requests[i], preds[i])
+
+        while not future.done() or not arrived.empty():
+            with contextlib.suppress(queue.Empty):
+                take(*arrived.get(timeout=0.05))
+        results = future.result()  # raises what the batch raised
+        return [
+            p if p is not None else self._prediction(*pair, res, 0.0)
+            for p, pair, res in zip(preds, pairs, results, strict=True)
+        ]
 
     def _prediction(self, req: ServedRequest, rendered: Rendered, res: ServedResult, seconds: float) -> Prediction:
         stats = res.stats()
