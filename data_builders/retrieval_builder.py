@@ -6,16 +6,29 @@ document `doc_id`, unchanged). `--per-cell N` documents per length; `--option to
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from datasets import Features, List, Value
 
 from data_builders.builders import BuildConfig, BuildContext, CardInfo, Document, Part, builder
-from data_builders.retrieval_docs import DEFAULT_TOPICS, SCORING, RetrievalDoc, lexical_overlap, retrieval_docs
+from data_builders.retrieval_card import bm25_text, chunking_text
+from data_builders.retrieval_docs import (
+    DEFAULT_TOPICS,
+    RETRIEVAL,
+    SCORING,
+    RetrievalDoc,
+    lexical_overlap,
+    retrieval_docs,
+)
 from longctx_eval.errors import ConfigError, DataError
+from longctx_eval.text.chunking import Chunk, ChunkConfig, chunk_document
 
-RETRIEVAL_VERSION = "1"
+CHUNKING = ChunkConfig(max_tokens=RETRIEVAL.chunk_tokens, overlap=RETRIEVAL.chunk_overlap)
+"""The chunks retrievers index (`models/chunk_retriever.py` builds this config from the request's RetrievalParams)."""
+
+RETRIEVAL_VERSION = "2"
+"""2: rows carry their context's chunk spans (chunk_starts, chunk_ends); the card states the chunker and BM25."""
 
 _int, _str, _float, _bool = Value("int64"), Value("string"), Value("float64"), Value("bool")
 RETRIEVAL_FEATURES = Features(
@@ -32,6 +45,8 @@ RETRIEVAL_FEATURES = Features(
         "gold_token_ends": List(_int),
         "gold_facts": List(_str),  # context[gold_starts[i]:gold_ends[i]] == gold_facts[i]
         "gold_depths": List(_float),
+        "chunk_starts": List(_int),  # the context's retrieval chunks, half-open chars, in the dataset's tokenizer
+        "chunk_ends": List(_int),
         "names_subject": _bool,
         "lexical_overlap": _float,  # share of the query's content words in its gold sentences
         "topic": _str,
@@ -58,6 +73,11 @@ gold sentences whole. The context is exactly `target_tokens` tokens in the token
 """
 
 
+def card_usage(config: BuildConfig) -> str:
+    """The card's usage: reading the rows, then the chunker and the `bm25` baseline, stated in full."""
+    return f"{USAGE}\n{chunking_text()}\n\n{bm25_text()}\n"
+
+
 def topics_option(config: BuildConfig) -> int:
     """`--option topics=N` (subjects per document), default DEFAULT_TOPICS; ConfigError otherwise."""
     raw = config.options.get("topics", str(DEFAULT_TOPICS))
@@ -71,8 +91,8 @@ def _total(config: BuildConfig) -> int:
     return len(config.lengths) * config.per_cell * 3 * topics_option(config)
 
 
-def query_rows(doc: RetrievalDoc, seed: int) -> list[dict[str, Any]]:
-    """The rows of one document's queries."""
+def query_rows(doc: RetrievalDoc, seed: int, chunks: Sequence[Chunk] = ()) -> list[dict[str, Any]]:
+    """The rows of one document's queries, each with the document's `chunks` (its retrieval chunk spans)."""
     rows = []
     for q in doc.queries:
         gold = [doc.planted[i] for i in q.gold]
@@ -90,6 +110,8 @@ def query_rows(doc: RetrievalDoc, seed: int) -> list[dict[str, Any]]:
                 "gold_token_ends": [p.token_end for p in gold],
                 "gold_facts": [p.text for p in gold],
                 "gold_depths": [p.depth for p in gold],
+                "chunk_starts": [c.char_start for c in chunks],
+                "chunk_ends": [c.char_end for c in chunks],
                 "names_subject": q.names_subject,
                 "lexical_overlap": lexical_overlap(q.text, [p.text for p in gold]),
                 "topic": q.kind,
@@ -113,7 +135,7 @@ def query_rows(doc: RetrievalDoc, seed: int) -> list[dict[str, Any]]:
     card=CardInfo(
         tags=("long-context", "retrieval", "information-retrieval"),
         task_categories=("text-retrieval",),
-        usage=USAGE,
+        usage=card_usage,
         scoring=SCORING,
     ),
 )
@@ -130,7 +152,8 @@ def retrieval_parts(ctx: BuildContext) -> Iterator[Part]:
             rows, documents = [], []
         length = doc.length
         documents.append(Document(doc.doc_id, doc.context, doc.length))
-        rows.extend(query_rows(doc, cfg.seed))
+        chunks = chunk_document(doc.context, ctx.tokenizer, CHUNKING)
+        rows.extend(query_rows(doc, cfg.seed, chunks))
         ctx.advance(len(doc.queries))
     if length is not None:
         yield Part(f"retrieval_{length}", rows, documents)

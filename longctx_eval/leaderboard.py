@@ -165,8 +165,11 @@ def dump_leaderboard(board: Leaderboard) -> str:
         raise RunFileError(f"leaderboard holds a non-finite number (NaN or Infinity); not written: {exc}") from exc
 
 
-def update_leaderboard(inputs: Sequence[Path], out_dir: Path, *, now: datetime | None = None) -> LeaderboardReport:
-    """Merge valid run files into `out_dir` (leaderboard.json, runs/, plots/, LEADERBOARD.md).
+def update_leaderboard(
+    inputs: Sequence[Path], out_dir: Path, *, now: datetime | None = None, site: Path | None = None
+) -> LeaderboardReport:
+    """Merge valid run files into `out_dir` (leaderboard.json, runs/, plots/, LEADERBOARD.md); with `site`,
+    also write the static website there (`leaderboard_site.py`).
 
     The merge reads the existing board's entries, every run copy already in `out_dir`/runs and the inputs,
     so results hidden by the partial-run rule keep their note on later updates.
@@ -229,6 +232,18 @@ def update_leaderboard(inputs: Sequence[Path], out_dir: Path, *, now: datetime |
     unread = [(str(p), why) for p, why in [*report.skipped, *report.unfinished]]
     atomic_write_text(markdown_path, render_markdown(entries, updated, links, run_links, notes, unread))
     report.written.append(markdown_path)
+    if site is not None:
+        from longctx_eval.leaderboard_site import SiteInput, write_site
+
+        shown = SiteInput(
+            entries=entries,
+            updated=updated,
+            plots={task: [out_dir / rel for rel in paths] for task, paths in links.items()},
+            run_files={name: out_dir / rel for name, rel in run_links.items()},
+            notes=notes,
+            unread=unread,
+        )
+        report.written += write_site(shown, site)
     # Only after the new plots and the page that links them are in place.
     keep = {*plots.values(), *(p for paths in lines.values() for p in paths)}
     report.removed = remove_stale_plots(out_dir / PLOTS_DIR, keep, _task_keys(pool))

@@ -238,6 +238,18 @@ def failed_cell(task: TaskResult) -> str:
     return f"failed: {failure_summary(task.failures) or 'unknown error'}"
 
 
+CELL_LEGEND = (
+    "Each cell is the task's primary metric at that context length (tokens), pooled over depths, with its 95% "
+    "bootstrap interval and sample count; `n=2/5` marks a partial cell (2 of the 5 samples of the task's grid "
+    "evaluated). **n/a (over window)**: every sample at that length was longer than the model's context "
+    "window; **N failed**: N requests failed (a server error, out of memory, a refused model): they are not "
+    "scored, their reasons are listed under the table, and a rerun retries them; **failed: reason**: every "
+    "request of the task failed; **not evaluated**: that length's samples were not run (`--limit`). "
+    "**all** pools the lengths it names (never over-window ones; older run files: every length). "
+    "Models are compared only on the lengths they share: each table says its sort rule."
+)
+"""What a leaderboard cell says, shown above the tables (LEADERBOARD.md and the site)."""
+
 MERGE_RULE = (
     "Per model, task and capability the latest result is shown (by the task's start time). A newer result of "
     "the same task version and arguments that covers less (fewer evaluated samples, no length or depth the "
@@ -264,21 +276,13 @@ def render_markdown(
     lines = [
         "# longctx-eval leaderboard",
         "",
-        f"Updated {updated} · {len(entries)} model(s) · {len(tasks)} task(s). Each cell is the task's "
-        "primary metric at that context length (tokens), pooled over depths, with its 95% bootstrap "
-        "interval and sample count; `n=2/5` marks a partial cell (2 of the 5 samples of the task's grid "
-        "evaluated). **n/a (over window)**: every sample at that length was longer than the model's context "
-        "window; **N failed**: N requests failed (a server error, out of memory, a refused model): they are not "
-        "scored, their reasons are listed under the table, and a rerun retries them; **failed: reason**: every "
-        "request of the task failed; **not evaluated**: that length's samples were not run (`--limit`). "
-        "**all** pools the lengths it names (never over-window ones; older run files: every length). "
-        "Models are compared only on the lengths they share: each table says its sort rule.",
+        f"Updated {updated} · {len(entries)} model(s) · {len(tasks)} task(s). {CELL_LEGEND}",
         "",
         MERGE_RULE,
     ]
     placed: set[MergeNote] = set()
     for task in tasks:
-        mine = [n for n in notes if n.task is not None and _board_of(n, tasks) == task]
+        mine = [n for n in notes if n.task is not None and board_of(n, tasks) == task]
         placed.update(mine)
         lines += ["", *_task_section(task, entries, plots.get(task), mine)]
     rest = [n for n in notes if n not in placed]
@@ -294,7 +298,8 @@ def render_markdown(
     return "\n".join(lines) + "\n"
 
 
-def _board_of(note: MergeNote, boards: Sequence[str]) -> str | None:
+def board_of(note: MergeNote, boards: Sequence[str]) -> str | None:
+    """The board (task table) a merge note belongs to, None for a note about the whole model."""
     for board in (f"{note.task} ({note.capability})", note.task):
         if board in boards:
             return board

@@ -13,6 +13,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("leaderboard", help="merge run files into leaderboard.json and render it")
     p.add_argument("inputs", nargs="*", type=Path, default=[Path("results")], help="run files or folders")
     p.add_argument("--out", type=Path, default=Path("leaderboards"))
+    p.add_argument(
+        "--site",
+        type=Path,
+        metavar="DIR",
+        help="also write the board as a static website (HTML, CSS, a small script; relative links) into DIR",
+    )
     p.set_defaults(func=cmd_leaderboard)
 
 
@@ -20,7 +26,7 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     """Merge and render; exit 2 when an input run file is corrupt or invalid (it is skipped, the rest merged)."""
     from longctx_eval.leaderboard import update_leaderboard
 
-    report = update_leaderboard(list(args.inputs), args.out)
+    report = update_leaderboard(list(args.inputs), args.out, site=args.site)
     for path, reason in report.skipped:
         console.print(f"[red]skipped[/red] {path}: {reason}", highlight=False, soft_wrap=True)
     for path, reason in report.unfinished:
@@ -31,4 +37,6 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     for path in report.removed:
         console.print(f"removed stale {path}", highlight=False)
     console.print(f"leaderboard: {report.entries} model(s) in {args.out / 'leaderboard.json'}", highlight=False)
+    if args.site is not None:
+        console.print(f"site: {args.site / 'index.html'}", highlight=False)
     return report.exit_code

@@ -1,0 +1,592 @@
+"""`leaderboard --site DIR`: the merged board as a static website (plain HTML, one CSS and one script file).
+
+Pages are flat in DIR (index.html, task-*.html, model-*.html) beside plots/ and runs/, and link each other
+with relative links only, so a file:// copy and any static host show the same site; nothing is fetched from
+the network. Cells, sort order and notes come from the Markdown renderer's data model
+(`leaderboard_render`); this module only lays them out as HTML and escapes every text it shows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from html import escape
+from pathlib import Path
+
+from longctx_eval.io import atomic_write_bytes, atomic_write_text
+from longctx_eval.leaderboard_breakdowns import (
+    KINDS,
+    contrast_section,
+    effective_cells,
+    effective_kinds,
+    effective_of,
+    slice_sections,
+)
+from longctx_eval.leaderboard_details import detail_section
+from longctx_eval.leaderboard_merge import MergeNote
+from longctx_eval.leaderboard_render import (
+    CELL_LEGEND,
+    MERGE_RULE,
+    board_of,
+    cell,
+    failed_cell,
+    format_params,
+    format_state,
+    lengths,
+    pooled_lengths_of,
+    primary_metric,
+    ranked,
+    ranking_rule,
+    task_names,
+    task_of,
+)
+from longctx_eval.result_text import DASH, length_label
+from longctx_eval.results import Coverage, LatencyStats, RunResult, TaskResult, strata_coverage, task_failed
+
+ASSETS = ("site.css", "site.js")
+"""The site's static files, shipped beside this module as leaderboard_site.css / leaderboard_site.js."""
+INDEX = "index.html"
+
+
+@dataclass(frozen=True)
+class SiteInput:
+    """What the site shows: merged entries, when, the plots (task -> PNG paths), run copies (model -> path)."""
+
+    entries: Sequence[RunResult]
+    updated: str
+    plots: Mapping[str, Sequence[Path]]
+    run_files: Mapping[str, Path]
+    notes: Sequence[MergeNote] = ()
+    unread: Sequence[tuple[str, str]] = ()
+
+
+def write_site(site: SiteInput, out: Path) -> list[Path]:
+    """Write the static site into `out` (created); returns the files written. Stale pages and plots go."""
+    out = Path(out)
+    tasks = task_names(site.entries)
+    task_pages = unique_pages("task", tasks)
+    model_pages = unique_pages("model", [e.model.name for e in site.entries])
+    written: list[Path] = []
+    for asset in ASSETS:
+        source = Path(__file__).with_name("leaderboard_site." + asset.rsplit(".", 1)[1])
+        written.append(_write(out / asset, source.read_bytes()))
+    plot_links: dict[str, list[str]] = {}
+    for task, paths in site.plots.items():
+        for path in paths:
+            written.append(_write(out / "plots" / path.name, path.read_bytes()))
+            plot_links.setdefault(task, []).append(f"plots/{path.name}")
+    run_links = {}
+    for name, path in site.run_files.items():
+        written.append(_write(out / "runs" / path.name, path.read_bytes()))
+        run_links[name] = f"runs/{path.name}"
+    links = Links(task_pages, model_pages, plot_links, run_links)
+    written.append(_text(out / INDEX, index_page(site, links)))
+    for task in tasks:
+        notes = [n for n in site.notes if n.task is not None and board_of(n, tasks) == task]
+        written.append(_text(out / task_pages[task], task_page(task, site, links, notes)))
+    for entry in site.entries:
+        written.append(_text(out / model_pages[entry.model.name], model_page(entry, site, links)))
+    _remove_stale(out, set(written))
+    return written
+
+
+@dataclass(frozen=True)
+class Links:
+    """Relative file names of every page, plot and run copy, keyed by what they show."""
+
+    tasks: Mapping[str, str]
+    models: Mapping[str, str]
+    plots: Mapping[str, Sequence[str]]
+    runs: Mapping[str, str]
+
+
+def unique_pages(prefix: str, names: Sequence[str]) -> dict[str, str]:
+    """'prefix-<slug>.html' per name; names whose slugs collide get '-2', '-3' ... in sorted-name order."""
+    pages: dict[str, str] = {}
+    used: set[str] = set()
+    for name in sorted(set(names)):
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.").lower() or "unnamed"
+        candidate, i = slug, 2
+        while candidate in used:
+            candidate, i = f"{slug}-{i}", i + 1
+        used.add(candidate)
+        pages[name] = f"{prefix}-{candidate}.html"
+    return pages
+
+
+def inline(text: str) -> str:
+    """Escape `text` for HTML, then render its Markdown `code` and **bold** spans (the renderer's texts)."""
+    html = escape(text, quote=True)
+    html = re.sub(r"`([^`]+)`", r"<code>\1</code>", html)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", html)
+
+
+def page(title: str, body: str) -> str:
+    """A whole HTML page: the shared stylesheet and script, the site's navigation, `body` as its main part."""
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{escape(title)}</title>\n"
+        '<link rel="icon" href="data:,">\n<link rel="stylesheet" href="site.css">\n</head>\n<body>\n'
+        f'<header><nav><a href="{INDEX}">longctx-eval leaderboard</a></nav></header>\n'
+        f"<main>\n{body}\n</main>\n"
+        "<footer>Generated by <code>longctx-eval leaderboard --site</code>; static files, no server.</footer>\n"
+        '<script src="site.js"></script>\n</body>\n</html>\n'
+    )
+
+
+def index_page(site: SiteInput, links: Links) -> str:
+    """index.html: the legend, one row per task (linking its page), the models, what was not shown or read."""
+    tasks = task_names(site.entries)
+    parts = [
+        "<h1>longctx-eval leaderboard</h1>",
+        f"<p>Updated {escape(site.updated)} · {len(site.entries)} model(s) · {len(tasks)} task(s).</p>",
+        f'<p class="legend">{inline(CELL_LEGEND)}</p>',
+        f'<p class="legend">{inline(MERGE_RULE)}</p>',
+        "<h2>Tasks</h2>",
+    ]
+    rows = []
+    for task in tasks:
+        metric = primary_metric(task, site.entries)
+        models = ranked(task, site.entries, metric) if metric else []
+        best = models[0].model.name if models else DASH
+        ran = sum(task_of(e, task) is not None for e in site.entries)
+        rows.append(
+            [
+                (f'<a href="{links.tasks[task]}">{escape(task)}</a>', task),
+                (f"<code>{escape(metric)}</code>" if metric else "every request failed", metric or ""),
+                (str(ran), ran),
+                (_model_link(best, links) if models else DASH, best),
+            ]
+        )
+    parts.append(_table(["task", "primary metric", "models", "first by the sort rule"], rows, "tasks"))
+    parts += ["<h2>Models</h2>", _models_table(site.entries, links)]
+    unplaced = [n for n in site.notes if n.task is None or board_of(n, tasks) is None]
+    if unplaced:
+        parts.append("<h2>Not shown</h2>")
+        parts.append(
+            _table(
+                ["model", "task", "run", "why"],
+                [[_txt(n.model), _txt(n.task or DASH), _txt(n.run), _txt(n.reason)] for n in unplaced],
+                "notes",
+            )
+        )
+    if site.unread:
+        parts.append("<h2>Not read</h2>")
+        parts.append(_table(["input", "why"], [[_txt(p), _txt(w)] for p, w in site.unread], "unread"))
+    parts += ["<h2>Skipped</h2>", _skipped_table(site.entries, links)]
+    return page("longctx-eval leaderboard", "\n".join(parts))
+
+
+def task_page(task: str, site: SiteInput, links: Links, notes: Sequence[MergeNote]) -> str:
+    """task-*.html: the sortable model x length table, failures, breakdowns, warnings, notes and plots."""
+    entries = site.entries
+    metric = primary_metric(task, entries)
+    parts = [f"<h1>{escape(task)}</h1>"]
+    if metric is None:
+        failed = [(e.model.name, t) for e in entries if (t := task_of(e, task)) is not None and task_failed(t)]
+        parts.append("<p>Every request failed; nothing was scored.</p>" if failed else "<p>No results reported.</p>")
+        rows = [[(_model_link(m, links), m), _txt(failed_cell(t))] for m, t in sorted(failed)]
+        parts.append(_table(["model", "state"], rows, "board"))
+        parts += _failures(failed)
+    else:
+        parts += _board_parts(task, entries, metric, links)
+    parts += _warnings(task, entries)
+    if notes:
+        title = {"not_shown": "Not shown", "replaced": "Replaced", "other_model": "Not shown"}
+        items = "".join(
+            f"<li>{title[n.kind]}: {escape(n.model)} {escape(n.run)}: {escape(n.reason)}.</li>" for n in notes
+        )
+        parts.append(f'<ul class="notes">{items}</ul>')
+    for src in links.plots.get(task, []):
+        kind = _plot_kind(src)
+        parts.append(
+            f'<figure><img src="{escape(src)}" alt="{escape(task)} {escape(kind)}">'
+            f"<figcaption>{escape(kind)}</figcaption></figure>"
+        )
+    return page(f"{task} · longctx-eval", "\n".join(parts))
+
+
+def _board_parts(task: str, entries: Sequence[RunResult], metric: str, links: Links) -> list[str]:
+    versions = sorted({t.version for e in entries if (t := task_of(e, task)) is not None})
+    cols: list[int | None] = [*lengths(task, entries, metric, with_depth=False), None]
+    models = ranked(task, entries, metric)
+    board = [(e.model.name, t) for e in models if (t := task_of(e, task)) is not None]
+    kinds = effective_kinds(board, metric)
+    pooled = [pooled_lengths_of(t) for _, t in board]
+    common = pooled[0] if pooled and all(p is not None and p == pooled[0] for p in pooled) else None
+    all_label = f"all ({', '.join(length_label(n) for n in common) or 'no length'})" if common is not None else "all"
+    head = ["model", *(["version"] if len(versions) > 1 else []), *(length_label(c) for c in cols[:-1]), all_label]
+    head += [KINDS[k] for k in kinds]
+    rows = []
+    for name, result in board:
+        row: list[tuple[str, object]] = [(_model_link(name, links), name)]
+        if len(versions) > 1:
+            row.append(_txt(result.version))
+        for length in cols:
+            c = cell(result, metric, length, None)
+            text = failed_cell(result) if length is None and task_failed(result) else format_state(c)
+            own = pooled_lengths_of(result)
+            if length is None and common is None and own is not None and c.state == "value":
+                text += f" over {', '.join(length_label(n) for n in own)}"
+            value = c.row.value if c.state == "value" and c.row is not None else None
+            mark = "partial" if c.partial else c.state if c.state != "value" else ""
+            row.append((escape(text), value, mark))
+        for kind, text in zip(kinds, effective_cells(result, board, metric, kinds), strict=True):
+            e = effective_of(result, metric, kind)
+            row.append((escape(text), e.value if e is not None else None))
+        rows.append(row)
+    version = f" (v{escape(versions[0])})" if len(versions) == 1 else ""
+    parts = [
+        f"<p>Primary metric: <code>{escape(metric)}</code>{version}. {inline(ranking_rule(task, entries, metric))}"
+        " Click a column title to sort by it (again to reverse).</p>",
+        _table(head, rows, "board"),
+    ]
+    counts = [
+        f"{escape(n)} {t.over_length} over-length, {t.errors} failed of {t.n_samples}"
+        for n, t in board
+        if t.over_length or t.errors
+    ]
+    if counts:
+        parts.append("<p>Over-length and failed samples: " + "; ".join(counts) + ".</p>")
+    parts += _failures(board)
+    parts += _markdown_blocks(slice_sections(board, metric) + contrast_section(board) + detail_section(board))
+    return parts
+
+
+def model_page(entry: RunResult, site: SiteInput, links: Links) -> str:
+    """model-*.html: spec, identity and hashes, settings, environment, per task coverage, serving and skips."""
+    m = entry.model
+    parts = [f"<h1>{escape(m.name)}</h1>"]
+    facts = [
+        ("spec", m.spec),
+        ("kind", m.kind),
+        ("revision", m.revision),
+        ("params", format_params(m.params) if m.params is not None else None),
+        ("dtype", m.dtype),
+        ("tokenizer", m.tokenizer),
+        ("context window", str(m.context_window) if m.context_window else None),
+        ("capabilities", ", ".join(m.capabilities)),
+        ("identity sha256", m.identity_sha256),
+        ("weights sha256", m.sha256),
+        ("tokenizer sha256", m.tokenizer_sha256),
+        ("chat template sha256", m.chat_template_sha256),
+        ("suite", entry.suite.version + (f" @ {entry.suite.git}" if entry.suite.git else "")),
+        ("run started", entry.started),
+        ("run config hash", entry.config_hash),
+        ("python", entry.environment.python),
+        ("torch", entry.environment.torch),
+        ("transformers", entry.environment.transformers),
+        ("platform", entry.environment.platform),
+    ]
+    rows = "".join(f'<tr><th scope="row">{escape(k)}</th><td>{escape(v)}</td></tr>' for k, v in facts if v)
+    parts.append(f'<table class="facts">{rows}</table>')
+    if entry.model.name in links.runs:
+        parts.append(f'<p>Run file: <a href="{escape(links.runs[entry.model.name])}">json</a>.</p>')
+    parts += ["<h2>Settings</h2>", f"<pre>{escape(json.dumps(m.settings, indent=2, sort_keys=True))}</pre>"]
+    tasks = sorted(entry.tasks, key=lambda t: (t.name, t.capability))
+    parts += ["<h2>Coverage</h2>", _coverage_table(tasks, entry, site, links), "<h2>Tasks</h2>"]
+    for result in tasks:
+        parts += _task_details(result, entry, site, links)
+    parts += ["<h2>Skipped</h2>", _skipped_table([entry], links)]
+    return page(f"{m.name} · longctx-eval", "\n".join(parts))
+
+
+def _board_name(result: TaskResult, entry: RunResult, site: SiteInput) -> str:
+    return next((b for b in task_names(site.entries) if task_of(entry, b) is result), result.name)
+
+
+def _task_link(board: str, links: Links) -> str:
+    return f'<a href="{links.tasks[board]}">{escape(board)}</a>' if board in links.tasks else escape(board)
+
+
+def _coverage_table(tasks: Sequence[TaskResult], entry: RunResult, site: SiteInput, links: Links) -> str:
+    """One row per task: planned, evaluated, over-window and failed samples, and the pooled primary metric."""
+    rows = []
+    for result in tasks:
+        board = _board_name(result, entry, site)
+        metric = primary_metric(board, site.entries)
+        strata = strata_coverage(result.coverage)
+
+        def unrun(planned: int, strata: Sequence[Coverage] = strata) -> bool:
+            return sum(c.evaluated + c.over_length + c.failed for c in strata) < planned
+
+        planned = sum(c.planned for c in strata) if strata else None
+        evaluated = sum(c.evaluated for c in strata) if strata else result.n_samples - result.over_length
+        pooled = cell(result, metric, None, None) if metric else None
+        if task_failed(result):
+            text, key, mark = failed_cell(result), None, "failed"
+        elif pooled is not None:
+            value = pooled.row.value if pooled.state == "value" and pooled.row is not None else None
+            text, key, mark = format_state(pooled), value, "partial" if pooled.partial else ""
+        else:
+            text, key, mark = DASH, None, ""
+        rows.append(
+            [
+                (_task_link(board, links), board),
+                (escape(", ".join(length_label(n) for n in result.lengths or [])), min(result.lengths or [0])),
+                (DASH if planned is None else str(planned), planned),
+                (str(evaluated), evaluated, "partial" if planned is not None and unrun(planned) else ""),
+                (str(result.over_length), result.over_length),
+                (str(result.errors), result.errors, "failed" if result.errors else ""),
+                (escape((f"{metric}: " if metric else "") + text), key, mark),
+            ]
+        )
+    head = ["task", "lengths", "planned", "evaluated", "over window", "failed", "primary metric, all lengths"]
+    return _table(head, rows, "coverage")
+
+
+def _task_details(result: TaskResult, entry: RunResult, site: SiteInput, links: Links) -> list[str]:
+    board = _board_name(result, entry, site)
+    state = " (failed: every request failed)" if task_failed(result) else ""
+    parts = [f"<h3>{_task_link(board, links)}{escape(state)}</h3>"]
+    facts = [
+        ("version", result.version),
+        ("capability", result.capability),
+        ("samples", f"{result.n_samples} ({result.over_length} over-length, {result.errors} failed)"),
+        ("lengths", ", ".join(length_label(n) for n in result.lengths or [])),
+        ("limit", str(result.limit) if result.limit is not None else None),
+        ("seed", str(result.seed) if result.seed is not None else None),
+        ("args", json.dumps(result.args, sort_keys=True) if result.args else None),
+        ("started", result.started),
+        ("dataset sha256", result.dataset_hash),
+        ("config hash", result.config_hash),
+        ("scorer sha256", result.scorer_sha256),
+        (
+            "throughput",
+            f"{result.throughput.samples_per_s:.3g} samples/s, {result.throughput.prompt_tokens_per_s:,.0f} prompt "
+            f"tokens/s over {result.throughput.seconds:.1f} s",
+        ),
+    ]
+    rows = "".join(f'<tr><th scope="row">{escape(k)}</th><td>{escape(v)}</td></tr>' for k, v in facts if v)
+    parts.append(f'<table class="facts">{rows}</table>')
+    if result.coverage:
+        cov = [
+            [
+                (length_label(c.length), c.length),
+                (DASH if c.depth is None else f"{c.depth:g}", c.depth),
+                (str(c.planned), c.planned),
+                (
+                    str(c.evaluated),
+                    c.evaluated,
+                    "partial" if c.evaluated + c.over_length + c.failed < c.planned else "",
+                ),
+                (str(c.over_length), c.over_length),
+                (str(c.failed), c.failed, "failed" if c.failed else ""),
+            ]
+            for c in sorted(
+                strata_coverage(result.coverage), key=lambda c: (c.length, -1.0 if c.depth is None else c.depth)
+            )
+        ]
+        table = _table(["length", "depth", "planned", "evaluated", "over window", "failed"], cov, "coverage")
+        parts.append(f"<details><summary>Coverage per stratum ({len(cov)})</summary>{table}</details>")
+    parts += _failures([(entry.model.name, result)])
+    if result.serving is not None:
+        parts += _serving(result)
+    return parts
+
+
+def _serving(result: TaskResult) -> list[str]:
+    s = result.serving
+    assert s is not None
+    head = ["latency", "n", "mean", "P50", "P95", "P99"]
+    rows = []
+    named: list[tuple[str, LatencyStats | None]] = [
+        ("first token (s)", s.ttft_s),
+        ("last token, end to end (s)", s.e2e_s),
+        ("inter-token (s)", s.itl_s),
+        ("per output token (s)", s.tpot_s),
+        ("output tokens/s per request", s.output_tokens_per_s),
+    ]
+    for label, stats in named:
+        if stats is not None:
+            rows.append(
+                [
+                    _txt(label),
+                    (str(stats.n), stats.n),
+                    *((f"{v:.4g}", v) for v in (stats.mean, stats.p50, stats.p95, stats.p99)),
+                ]
+            )
+    t = s.throughput
+    agg = ", ".join(
+        f"{label} {v:.4g}"
+        for label, v in (
+            ("requests/s", t.requests_per_s),
+            ("output tokens/s", t.output_tokens_per_s),
+            ("total tokens/s", t.total_tokens_per_s),
+        )
+        if v is not None
+    )
+    retries = ", ".join(f"{k} {v}" for k, v in sorted(s.retries_by_reason.items())) or "none"
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(s.failure_kinds.items()))
+    text = (
+        f"Serving: {s.requests} requests, {s.ok} ok, {s.failed} failed{f' ({kinds})' if kinds else ''}, "
+        f"{s.retries} retries ({retries}); "
+        f"aggregate {agg or DASH} over {s.wall_s:.2f} s; prompt lengths checked {s.length_checked}, "
+        f"{s.length_mismatches} mismatched."
+    )
+    return [f"<p>{escape(text)}</p>", _table(head, rows, "serving") if rows else ""]
+
+
+def _models_table(entries: Sequence[RunResult], links: Links) -> str:
+    rows = []
+    for e in sorted(entries, key=lambda e: e.model.name):
+        m = e.model
+        rows.append(
+            [
+                (_model_link(m.name, links), m.name),
+                (f"<code>{escape(m.spec)}</code>", m.spec),
+                _txt(m.kind),
+                (escape(format_params(m.params)), m.params),
+                _txt(m.tokenizer),
+                (str(len(e.tasks)), len(e.tasks)),
+                _txt(e.started),
+            ]
+        )
+    return _table(["model", "spec", "kind", "params", "tokenizer", "tasks", "started"], rows, "models")
+
+
+def _skipped_table(entries: Sequence[RunResult], links: Links) -> str:
+    rows = [
+        [(_model_link(e.model.name, links), e.model.name), _txt(s.task), _txt(s.kind or DASH), _txt(s.reason)]
+        for e in sorted(entries, key=lambda e: e.model.name)
+        for s in sorted(e.skipped, key=lambda s: s.task)
+    ]
+    if not rows:
+        return "<p>No task was skipped.</p>"
+    return _table(["model", "task", "kind", "reason"], rows, "skipped")
+
+
+def _failures(board: Sequence[tuple[str, TaskResult]]) -> list[str]:
+    items = [
+        f"<li>{escape(name)}: " + "; ".join(f"{escape(reason)} ({n})" for reason, n in t.failures.items()) + "</li>"
+        for name, t in board
+        if t.failures
+    ]
+    if not items:
+        return []
+    return ['<p>Why requests failed (not scored; a rerun retries them):</p><ul class="failures">', *items, "</ul>"]
+
+
+def _warnings(task: str, entries: Sequence[RunResult]) -> list[str]:
+    found = [
+        f"<li>{escape(e.model.name)}: {escape(w)}</li>"
+        for e in sorted(entries, key=lambda e: e.model.name)
+        if (t := task_of(e, task)) is not None
+        for w in t.warnings
+    ]
+    return ["<p>Warnings:</p>", '<ul class="warnings">', *found, "</ul>"] if found else []
+
+
+Cell = tuple[str, object] | tuple[str, object, str]
+"""A table cell: (HTML, sort key[, state mark]); a sort key None sorts last in either direction."""
+
+
+def _txt(text: str) -> tuple[str, object]:
+    return escape(text), text
+
+
+def _model_link(name: str, links: Links) -> str:
+    page_name = links.models.get(name)
+    return f'<a href="{page_name}">{escape(name)}</a>' if page_name else escape(name)
+
+
+def _sort_attr(key: object) -> str:
+    if key is None or (isinstance(key, float) and not math.isfinite(key)):
+        return ""
+    if isinstance(key, bool):
+        key = int(key)
+    if isinstance(key, (int, float)):
+        return f' data-sort="{key!r}" data-type="number"'
+    return f' data-sort="{escape(str(key), quote=True)}"'
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[Cell]], kind: str) -> str:
+    """A sortable table: every column title is a button; cells carry their sort key and state mark."""
+    titles = "".join(f'<th scope="col"><button type="button">{escape(h)}</button></th>' for h in head)
+    body = []
+    for row in rows:
+        cells = []
+        for c in row:
+            html, key = c[0], c[1]
+            mark = c[2] if len(c) > 2 else ""
+            cls = f' class="{mark.replace("_", "-")}"' if mark else ""
+            cells.append(f"<td{cls}{_sort_attr(key)}>{html}</td>")
+        body.append("<tr>" + "".join(cells) + "</tr>")
+    return (
+        f'<table class="sortable {kind}"><thead><tr>{titles}</tr></thead>\n<tbody>\n'
+        + "\n".join(body)
+        + "\n</tbody></table>"
+    )
+
+
+_NUMBER = re.compile(r"^-?\d[\d,]*(?:\.\d+)?")
+
+
+def _markdown_blocks(lines: Sequence[str]) -> list[str]:
+    """The renderer's Markdown breakdown blocks (a sentence, then a pipe table) as HTML paragraphs and tables."""
+    parts: list[str] = []
+    table: list[list[str]] = []
+
+    def flush() -> None:
+        if table:
+            head, rows = table[0], table[2:]
+            cells = [[_md_cell(c) for c in row] for row in rows]
+            parts.append(_table([_md_plain(h) for h in head], cells, "breakdown"))
+            table.clear()
+
+    for line in lines:
+        if line.startswith("|"):
+            table.append(_split_row(line))
+            continue
+        flush()
+        if line.strip():
+            parts.append(f"<p>{inline(line)}</p>")
+    flush()
+    return parts
+
+
+def _split_row(line: str) -> list[str]:
+    cells = re.split(r"(?<!\\)\|", line.strip())[1:-1]
+    return [c.strip().replace("\\|", "|") for c in cells]
+
+
+def _md_plain(text: str) -> str:
+    return text.replace("**", "").replace("`", "")
+
+
+def _md_cell(text: str) -> tuple[str, object]:
+    plain = _md_plain(text)
+    number = _NUMBER.match(plain)
+    key: object = float(number.group().replace(",", "")) if number else (None if plain == DASH else plain)
+    return inline(text), key
+
+
+def _plot_kind(src: str) -> str:
+    name = src.rsplit("/", 1)[-1].removesuffix(".png")
+    return name.split(".", 1)[1].replace("-", " ").replace("_", " ") if "." in name else "heatmap"
+
+
+def _write(path: Path, data: bytes) -> Path:
+    if not path.is_file() or path.read_bytes() != data:
+        atomic_write_bytes(path, data)
+    return path
+
+
+def _text(path: Path, text: str) -> Path:
+    atomic_write_text(path, text)
+    return path
+
+
+def _remove_stale(out: Path, keep: set[Path]) -> None:
+    """Remove pages, plots and run copies of an earlier build of this site that the new one no longer has."""
+    stale = [*out.glob("task-*.html"), *out.glob("model-*.html"), *out.glob("plots/*.png"), *out.glob("runs/*.json")]
+    for path in stale:
+        if path not in keep and path.is_file() and not path.is_symlink():
+            path.unlink()
+    if (out / "plots").is_dir() and not any((out / "plots").iterdir()):
+        shutil.rmtree(out / "plots")
