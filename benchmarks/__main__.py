@@ -20,7 +20,17 @@ from benchmarks.runner import REPO, run_child
 from longctx_eval.assets import cache_dir
 from longctx_eval.io import atomic_write_text
 
-PARTS = ("chunking", "semantic", "build", "coref", "sources", "posprobe", "peer_ruler", "retrieval_scale")
+PARTS = ("chunking", "semantic", "build", "coref", "sources", "posprobe", "peer_ruler", "retrieval_scale", "gpu_check")
+
+
+CORPUS_FREE = {"gpu_check"}
+"""Parts that need neither the benchmark document nor the GPT-2 tokenizer (`--parts gpu_check` fetches nothing)."""
+
+
+def _committed_corpus(out: Path) -> dict[str, Any] | None:
+    """The document the committed chunking results were measured on (the README header names it), if any."""
+    path = out / "chunking.json"
+    return json.loads(path.read_text()).get("corpus") if path.is_file() else None
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -175,6 +185,41 @@ def run_coref() -> dict[str, Any]:
     return json.loads(run.stdout.strip().splitlines()[-1])
 
 
+def run_gpu_check() -> dict[str, Any]:
+    """The CPU half of benchmarks/gpu_check.py (tiny shapes on the CPU) in a fresh process; the GPU half is
+    `python -m benchmarks.gpu_check` on a CUDA machine (results/gpu.json)."""
+    import subprocess
+
+    log("gpu_check: the CPU half (tiny Llama and Qwen2 shapes)")
+    cmd = [sys.executable, "-m", "benchmarks.gpu_check", "--cpu"]
+    run = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
+    if run.returncode != 0 or not run.stdout.strip():
+        return {"error": (run.stderr.strip().splitlines() or ["failed"])[-1]}
+    return json.loads(run.stdout.strip().splitlines()[-1])
+
+
+def _gpu_lines(cpu_half: dict[str, Any], out: Path) -> list[str]:
+    from benchmarks.gpu_check import table
+
+    lines = [
+        "## GPU check (`benchmarks/gpu_check.py`)\n",
+        "The `hf` path on random weights in the shapes of Llama-3-8B and Qwen2.5-7B, built on the GPU: generation "
+        "at 8K/32K/128K and the longest prompt that fits, sdpa and flash-attention, batch_size=auto against 1, the "
+        "prefix cache warm and cold, the out-of-memory path, the probe's rows and MiniLM on CUDA against the CPU. "
+        "`make bench` runs its CPU half (two-layer models, 256-2048 tokens, the out-of-memory error injected).\n",
+    ]
+    gpu = out / "gpu.json"
+    if gpu.is_file():
+        lines += ["GPU run (results/gpu.json):\n", table(json.loads(gpu.read_text()))]
+    else:
+        lines.append("No GPU run yet: `python -m benchmarks.gpu_check` on a CUDA machine writes results/gpu.json.\n")
+    if "error" in cpu_half:
+        lines.append(f"CPU half not measured: {cpu_half['error']}\n")
+    elif cpu_half:
+        lines += ["CPU half:\n", table(cpu_half)]
+    return lines
+
+
 def _coref_lines(co: dict[str, Any]) -> list[str]:
     if "error" in co:
         return ["## Coreference scorer\n", f"Not measured: {co['error']}\n"]
@@ -196,6 +241,10 @@ def _coref_lines(co: dict[str, Any]) -> list[str]:
 def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
     """benchmarks/results/README.md: how it was measured, then one table per part."""
     c, env = meta["corpus"], meta["environment"]
+    if c is None:  # only corpus-free parts were ever run here
+        return "\n".join(
+            ["# Benchmark results (`make bench`)\n", *_gpu_lines(parts.get("gpu_check", {}), meta["out_dir"])]
+        )
     lines = [
         "# Benchmark results (`make bench`)\n",
         f"Document: `{c['source']}` haystack, exactly {c['tokens']:,} GPT-2 tokens ({c['chars']:,} chars, sha256 "
@@ -304,6 +353,8 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
             "cache. `first query s` includes indexing; `peak RSS`: the process's VmHWM (docs/retrieval.md).\n",
             retrieval_scale_table(rs),
         ]
+    if "gpu_check" in parts:
+        lines += _gpu_lines(parts["gpu_check"], meta.get("out_dir", REPO / "benchmarks" / "results"))
     return "\n".join(lines)
 
 
@@ -321,14 +372,16 @@ def main(argv: list[str] | None = None) -> int:
     unknown = [p for p in wanted if p not in PARTS] + [m for m in args.methods.split(",") if m not in METHODS]
     if unknown:
         raise SystemExit(f"unknown part or method {unknown}; parts: {PARTS}, methods: {list(METHODS)}")
-    ensure_gpt2()
-    corpus = prepare(cache_dir() / "bench" / "corpus", args.tokens, args.seed, args.source)
+    corpus: Corpus | None = None
+    if any(p not in CORPUS_FREE for p in wanted):
+        ensure_gpt2()
+        corpus = prepare(cache_dir() / "bench" / "corpus", args.tokens, args.seed, args.source)
+        log(f"document: {corpus.source}, {corpus.tokens:,} tokens ({corpus.fallback_reason or 'preferred source'})")
     meta = {
         "environment": environment(REPO),
-        "corpus": asdict(corpus),
+        "corpus": asdict(corpus) if corpus is not None else _committed_corpus(args.out),
         "settings": vars(args) | {"out": _shown(args.out)},
     }
-    log(f"document: {corpus.source}, {corpus.tokens:,} tokens ({corpus.fallback_reason or 'preferred source'})")
     args.out.mkdir(parents=True, exist_ok=True)
     parts: dict[str, dict[str, Any]] = {}
     if "chunking" in wanted:
@@ -352,6 +405,8 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.retrieval_scale import run_retrieval_scale
 
         parts["retrieval_scale"] = run_retrieval_scale()
+    if "gpu_check" in wanted:
+        parts["gpu_check"] = run_gpu_check()
     meta["seconds"] = round(time.perf_counter() - started, 1)
     meta["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     for name, data in parts.items():
@@ -360,7 +415,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in PARTS:  # parts not run this time keep their last committed results in the README
         if name not in shown and (args.out / f"{name}.json").is_file():
             shown[name] = json.loads((args.out / f"{name}.json").read_text()).get(name, {})
-    text = markdown(meta, {name: shown[name] for name in PARTS if name in shown})
+    text = markdown({**meta, "out_dir": args.out}, {name: shown[name] for name in PARTS if name in shown})
     write(args.out, "README.md", text)
     print(text)
     return 0

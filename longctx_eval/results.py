@@ -48,6 +48,11 @@ class ModelMeta(_Strict):
     capabilities: list[str]
     settings: dict[str, Any] = Field(default_factory=dict, description="settings that key predictions")
     identity_sha256: str | None = Field(default=None, description="hash of the model identity (spec, weights)")
+    runtime: dict[str, Any] = Field(
+        default_factory=dict,
+        description="how the model ran here, never part of its identity: device, dtype, attention kernel, batching, "
+        "effective generation settings, the context window and why (hf)",
+    )
 
 
 class Environment(_Strict):
@@ -76,6 +81,20 @@ class Throughput(_Strict):
     seconds: float = Field(description="model time summed over this task's predictions")
     output_tokens_per_s: float | None = Field(
         default=None, description="generated (completion) tokens per second; null when no prediction counted any"
+    )
+    prefill_seconds: float | None = Field(
+        default=None, description="hf: of `seconds`, the prefill (prompt up to the first token); null when unknown"
+    )
+    decode_seconds: float | None = Field(
+        default=None, description="hf: of `seconds`, the decode (after the first token); null when unknown"
+    )
+    ttft_s: LatencyStats | None = Field(
+        default=None, description="hf: time to first token per request (its batch's prefill), percentiles"
+    )
+    peak_device_memory_mb: float | None = Field(
+        default=None,
+        description="hf on CUDA: the highest peak allocated device memory of a request (MiB, summed "
+        "over the model's GPUs); null on the CPU",
     )
 
 

@@ -29,6 +29,7 @@ from longctx_eval.metrics.effective_length import EffectiveLengthConfig, effecti
 from longctx_eval.metrics.latency import serving_section
 from longctx_eval.metrics.metric_rows import metric_row
 from longctx_eval.metrics.slicing import evaluated, length_of, slice_rows
+from longctx_eval.metrics.timing import timing_fields
 from longctx_eval.predictions import PredictionStore, combine_parts, record_to_prediction
 from longctx_eval.progress import console
 from longctx_eval.result_text import contrast_sentence, effective_sentence
@@ -308,6 +309,7 @@ def _score_task(
             prompt_tokens_per_s=tokens / seconds if seconds else 0.0,
             seconds=round(seconds, 3),
             output_tokens_per_s=completions / seconds if completions is not None and seconds else None,
+            **timing_fields(store.records[k] for _, keys in pairs for k in keys),  # hf: prefill/decode, TTFT, memory
         ),
         args=entry.args,
         lengths=entry.lengths,

@@ -26,8 +26,9 @@ def alibi_slopes(n_heads: int) -> list[float]:
 
 def alibi_bias(slopes: torch.Tensor, query_pos: torch.Tensor, key_len: int) -> torch.Tensor:
     """(H, Q, K) additive logits: -slope * (q - k) for k <= q, -inf for future keys."""
-    dist = query_pos[:, None].to(torch.float32) - torch.arange(key_len, dtype=torch.float32)[None, :]
-    bias = -slopes.to(torch.float32)[:, None, None] * dist[None]
+    keys = torch.arange(key_len, dtype=torch.float32, device=query_pos.device)
+    dist = query_pos[:, None].to(torch.float32) - keys[None, :]
+    bias = -slopes.to(device=query_pos.device, dtype=torch.float32)[:, None, None] * dist[None]
     return bias.masked_fill(dist[None] < 0, float("-inf"))
 
 

@@ -37,16 +37,18 @@ class RowCapture:
                 f"attention rows captured for {n_layers - len(missing)} of {n_layers} layers (missing {missing[:5]}); "
                 f"expected every layer to dispatch through the registered attention function {ATTENTION_NAME!r}"
             )
-        return torch.stack([self.rows[i] for i in range(n_layers)])
+        first = self.rows[0].device  # layers spread over GPUs (device_map) meet on the first one's
+        return torch.stack([self.rows[i].to(first) for i in range(n_layers)])
 
 
 _ACTIVE: ContextVar[RowCapture | None] = ContextVar("longctx_row_capture", default=None)
 
 
 @contextmanager
-def capture_rows(positions: Sequence[int]) -> Iterator[RowCapture]:
-    """Within this block, every `longctx_rows` layer stores the softmax rows of `positions`."""
-    cap = RowCapture(torch.tensor(list(positions), dtype=torch.long))
+def capture_rows(positions: Sequence[int], device: torch.device | str | None = None) -> Iterator[RowCapture]:
+    """Within this block, every `longctx_rows` layer stores the softmax rows of `positions` (an index tensor on
+    `device`, the model's; each layer moves it to its own device if the model is spread over several)."""
+    cap = RowCapture(torch.tensor(list(positions), dtype=torch.long, device=device if device is not None else "cpu"))
     token = _ACTIVE.set(cap)
     try:
         yield cap
@@ -64,26 +66,28 @@ def exact_rows(
 ) -> torch.Tensor:
     """fp32 causal softmax rows (H, R, L) of batch item 0 for query `positions`; key heads repeated for GQA."""
     groups = query.shape[1] // key.shape[1]
+    positions = positions.to(query.device)
     q = query[0, :, positions, :].to(torch.float32)
     k = repeat_kv(key[:1], groups)[0].to(torch.float32)
     logits = torch.matmul(q, k.transpose(-1, -2)) * scaling
     if softcap is not None:
         logits = softcap * torch.tanh(logits / softcap)
     if slopes is not None:
-        logits = logits + alibi_bias(slopes, positions, k.shape[1])
+        logits = logits + alibi_bias(slopes.to(query.device), positions, k.shape[1])
     else:
-        future = torch.arange(k.shape[1])[None, :] > positions[:, None]
+        future = torch.arange(k.shape[1], device=query.device)[None, :] > positions[:, None]
         logits = logits.masked_fill(future[None], float("-inf"))
     return torch.softmax(logits, dim=-1)
 
 
-def _slopes(module: torch.nn.Module) -> torch.Tensor | None:
+def _slopes(module: torch.nn.Module, device: torch.device) -> torch.Tensor | None:
+    """The layer's ALiBi slopes on `device` (its query's), built once per layer and device; None without ALiBi."""
     cached = getattr(module, "_longctx_alibi_slopes", None)
-    if cached is None:
+    if cached is None or cached.device != device:
         values = getattr(module.config, "alibi_slopes", None)
         if values is None:
             return None
-        cached = torch.tensor(values, dtype=torch.float32)
+        cached = torch.tensor(values, dtype=torch.float32, device=device)
         module._longctx_alibi_slopes = cached
     return cached
 
@@ -105,7 +109,7 @@ def rows_attention_forward(
             f"(got attention_mask={type(attention_mask).__name__}, sliding_window={kwargs.get('sliding_window')})"
         )
     scaling = module.scaling if scaling is None else scaling
-    slopes = _slopes(module)
+    slopes = _slopes(module, query.device)
     cap = _ACTIVE.get()
     if cap is not None and query.shape[2] > 1:
         softcap = kwargs.get("softcap")
@@ -116,7 +120,7 @@ def rows_attention_forward(
         raise ValueError(f"{ATTENTION_NAME}: ALiBi supports full-sequence forwards only (no KV cache)")
     groups = query.shape[1] // key.shape[1]
     key, value = repeat_kv(key, groups), repeat_kv(value, groups)
-    return alibi_causal_attention(query, key, value, slopes.to(query.device), scaling), None
+    return alibi_causal_attention(query, key, value, slopes, scaling), None
 
 
 AttentionInterface.register(ATTENTION_NAME, rows_attention_forward)

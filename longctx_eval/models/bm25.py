@@ -105,7 +105,7 @@ class BM25Retriever(ChunkRetriever):
         self.b = o.b
         self.indexers = (BM25Indexer(o.k1, o.b),)
         if o.rerank:
-            self.reranker = load_reranker(o.rerank, device="cpu", batch_size=64, shared={})
+            self.reranker = load_reranker(o.rerank, device=o.device, batch_size=64, shared={})
             self.rerank_depth = o.rerank_depth
         tok = load_tokenizer("minilm")
         meta = model_meta(

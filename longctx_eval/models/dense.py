@@ -7,7 +7,8 @@ from typing import Any
 
 import numpy as np
 
-from longctx_eval.assets import MINILM_SHA256, file_sha256
+from longctx_eval.assets import MINILM_SHA256
+from longctx_eval.hashing import cached_file_sha256
 from longctx_eval.models.base import model_meta
 from longctx_eval.models.chunk_retriever import ChunkRetriever
 from longctx_eval.models.index_cache import Arrays
@@ -83,17 +84,29 @@ class DenseIndexer:
 
 
 def load_encoder(target: str, device: str) -> tuple[Any, str | None, Path | str]:
-    """The SentenceTransformer of `retriever:<target>`, its weights' sha256 (None when unknown) and its source."""
+    """The SentenceTransformer of `retriever:<target>` on `device` (auto: CUDA when there is one), its weights'
+    sha256 (None when unknown) and its source."""
     from sentence_transformers import SentenceTransformer
 
+    from longctx_eval.models.devices import resolve_device
+
+    device = resolve_device(device)
     path = retriever_source(target)
     try:
         model = SentenceTransformer(str(path), device=device)
     except (OSError, ValueError) as exc:
         raise load_error(target, exc) from exc
     weights = Path(path) / "model.safetensors"
-    sha = MINILM_SHA256 if target == "minilm" else (file_sha256(weights) if weights.is_file() else None)
+    sha = MINILM_SHA256 if target == "minilm" else (cached_file_sha256(weights) if weights.is_file() else None)
     return model, sha, path
+
+
+def encoder_device(model: Any) -> str:
+    """The device a loaded encoder runs on, as the index identity names it (`cpu`, `cuda:0`)."""
+    device = getattr(model, "device", None)
+    if device is None:
+        return "cpu"
+    return f"{device.type}:{device.index or 0}" if device.type == "cuda" else str(device.type)
 
 
 class DenseRetriever(ChunkRetriever):
@@ -103,10 +116,11 @@ class DenseRetriever(ChunkRetriever):
         o = spec.options
         self.batch_size = o.batch_size
         self.model, sha, path = load_encoder(spec.target, o.device)
-        self.indexers = (DenseIndexer(self.model, o.batch_size, sha or str(path), o.device),)
+        device = encoder_device(self.model)
+        self.indexers = (DenseIndexer(self.model, o.batch_size, sha or str(path), device),)
         if o.rerank:
             shared = {"minilm": self.model} if spec.target == "minilm" else {}
-            self.reranker = load_reranker(o.rerank, device=o.device, batch_size=o.batch_size, shared=shared)
+            self.reranker = load_reranker(o.rerank, device=device, batch_size=o.batch_size, shared=shared)
             self.rerank_depth = o.rerank_depth
         tok = retriever_tokenizer(spec)
         meta = model_meta(

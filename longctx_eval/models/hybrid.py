@@ -17,7 +17,7 @@ import numpy as np
 from longctx_eval.models.base import model_meta
 from longctx_eval.models.bm25 import BM25Indexer
 from longctx_eval.models.chunk_retriever import ChunkRetriever
-from longctx_eval.models.dense import DenseIndexer, load_encoder
+from longctx_eval.models.dense import DenseIndexer, encoder_device, load_encoder
 from longctx_eval.models.model_source import minilm_tokenizer
 from longctx_eval.models.rerank import load_reranker
 from longctx_eval.models.spec import ModelSpec
@@ -58,10 +58,11 @@ class HybridRetriever(ChunkRetriever):
         self.alpha, self.fusion, self.rrf_k = o.alpha, o.fusion, o.rrf_k
         self.batch_size = o.batch_size
         self.model, sha, path = load_encoder("minilm", o.device)
-        self.indexers = (DenseIndexer(self.model, o.batch_size, sha or str(path), o.device), BM25Indexer(o.k1, o.b))
+        device = encoder_device(self.model)
+        self.indexers = (DenseIndexer(self.model, o.batch_size, sha or str(path), device), BM25Indexer(o.k1, o.b))
         if o.rerank:
             self.reranker = load_reranker(
-                o.rerank, device=o.device, batch_size=o.batch_size, shared={"minilm": self.model}
+                o.rerank, device=device, batch_size=o.batch_size, shared={"minilm": self.model}
             )
             self.rerank_depth = o.rerank_depth
         tok = minilm_tokenizer(spec)

@@ -100,7 +100,9 @@ _BUILTIN = (
         needs_target=True,
         adapter="longctx_eval.models.hf:HFCausalLM",
         tokenizer="longctx_eval.models.model_source:hf_tokenizer",
-        example="hf:<folder-or-hub-id>[?dtype=float32&max_length=N&chat=auto&revision=R&gguf_file=F&batch_size=1"
+        example="hf:<folder-or-hub-id>[?dtype=float32|bfloat16|float16|auto&device=auto|cpu|cuda:N"
+        "&device_map=auto&max_memory=0:70GiB,1:70GiB&attn_implementation=sdpa|flash_attention_2|eager&max_length=N"
+        "&chat=auto&revision=R&gguf_file=F&batch_size=auto|N&max_batch_tokens=N"
         "&rope=none|linear|dynamic|ntk|yarn|yarn_notemp&rope_factor=F&train_length=N&prefix_cache=true&name=N]",
         check_target=_check_local_target,
         serves=frozenset({Capability.GENERATE, Capability.ATTENTION}),
@@ -124,7 +126,7 @@ _BUILTIN = (
         needs_target=True,
         adapter="longctx_eval.models.dense:DenseRetriever",
         tokenizer="longctx_eval.models.model_source:retriever_tokenizer",
-        example="retriever:<sentence-transformers folder|minilm>[?batch_size=64&device=cpu&rerank=maxsim"
+        example="retriever:<sentence-transformers folder|minilm>[?batch_size=64&device=auto&rerank=maxsim"
         "&rerank_depth=20&name=N]",
         check_target=_check_local_target,
         serves=frozenset({Capability.RETRIEVE}),

@@ -118,7 +118,7 @@ def attach_learned_positions(model: torch.nn.Module, folder: Path | None) -> Lea
     if tuple(weight.shape) != (int(n), model.config.hidden_size):
         raise ValueError(f"{path}: table shape {tuple(weight.shape)}, expected ({n}, {model.config.hidden_size})")
     table = add_learned_positions(model, int(n))
-    param = next(model.parameters())
+    param = model.base_model.embed_tokens.weight  # the table is added to these embeddings, on their device
     with torch.no_grad():
         table.weight.copy_(weight.to(dtype=param.dtype))
     table.to(param.device)

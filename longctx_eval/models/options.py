@@ -6,18 +6,22 @@ accepts `name` (the display name and run-folder name); the other fields are the 
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from longctx_eval.errors import ConfigError, did_you_mean
 
 RopeVariant = Literal["none", "linear", "dynamic", "ntk", "yarn", "yarn_notemp"]
-Dtype = Literal["float32", "bfloat16", "float16"]
+Dtype = Literal["auto", "float32", "bfloat16", "float16"]
+DEVICE_PATTERN = r"^(auto|cpu|cuda(:[0-9]+)?)$"
+"""`device=`: auto (CUDA when there is one, else the CPU), cpu, cuda or cuda:N (models/devices.py)."""
+MEMORY_PATTERN = r"^(([0-9]+|cpu):[0-9]+(\.[0-9]+)?(GiB|GB|MiB|MB))(,([0-9]+|cpu):[0-9]+(\.[0-9]+)?(GiB|GB|MiB|MB))*$"
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 HF_BATCH_SIZE = 1
-"""Default `hf` generation batch. SmolLM2 on 2 CPU cores (benchmarks/batching.py): batch 4 is 2.2x faster at ~1K
-tokens but 0.64x at ~4K (padded attention), and the suite's long prompts dominate, so 1 stays the default."""
+"""`hf` generation batch on the CPU (what `batch_size=auto`, the default, means there). SmolLM2 on 2 CPU cores
+(benchmarks/batching.py): batch 4 is 2.2x faster at ~1K tokens but 0.64x at ~4K (padded attention), and the
+suite's long prompts dominate, so 1 it is. On CUDA, auto packs requests by a token budget (models/hf_batching.py)."""
 PRONOUN_WINDOW = 40
 """Default `coref:baseline` look-back: earlier mentions a pronoun considers."""
 
@@ -37,22 +41,70 @@ class KindOptions(BaseModel):
         """The options the spec set explicitly (defaults left out)."""
         return {k: getattr(self, k) for k in sorted(self.model_fields_set)}
 
+    def check_host(self, raw: str) -> None:
+        """Checks against this machine that need no model (a CUDA device asked for where there is none); a kind
+        overrides it. Raises a one-line ConfigError naming `raw`; nothing loads."""
+
 
 class HFOptions(KindOptions):
-    """`hf:` causal LMs: loading, window, decoding and the position-probe RoPE variant."""
+    """`hf:` causal LMs: loading and placement, window, decoding and the RoPE variant (generation and the probe)."""
 
-    dtype: Dtype = Field(default="float32", description="one of float32, bfloat16, float16")
+    dtype: Dtype = Field(default="float32", description="one of float32, bfloat16, float16 or auto (the config's)")
+    device: str = Field(
+        default="auto", pattern=DEVICE_PATTERN, description="auto (CUDA when there is one), cpu, cuda or cuda:N"
+    )
+    device_map: Literal["auto", "balanced", "sequential"] | None = Field(
+        default=None, description="auto, balanced or sequential (spread the layers over the GPUs)"
+    )
+    max_memory: str | None = Field(
+        default=None,
+        pattern=MEMORY_PATTERN,
+        description="per-device limits for device_map, e.g. 0:70GiB,1:70GiB,cpu:100GiB",
+    )
+    attn_implementation: Literal["sdpa", "flash_attention_2", "eager"] | None = Field(
+        default=None, description="sdpa, flash_attention_2 or eager (default: transformers' choice, sdpa)"
+    )
     max_length: int | None = Field(default=None, gt=0, description="a positive integer (context window in tokens)")
     chat: Literal["auto", "true", "false"] = Field(default="auto", description="auto, true or false")
     revision: str | None = Field(default=None, min_length=1, description="a hub revision (branch, tag or commit)")
     gguf_file: str | None = Field(default=None, min_length=1, description="a GGUF file name inside the folder")
-    batch_size: int = Field(default=HF_BATCH_SIZE, gt=0, description="a positive integer (prompts per forward)")
+    batch_size: Annotated[int, Field(gt=0)] | Literal["auto"] = Field(
+        default="auto",
+        description="a positive integer (prompts per forward) or auto (1 on the CPU, packed by max_batch_tokens "
+        "on CUDA)",
+    )
+    max_batch_tokens: int | None = Field(
+        default=None, gt=0, description="a positive integer (prompt + generation tokens per packed batch)"
+    )
     rope: RopeVariant = Field(default="none", description="one of none, linear, dynamic, ntk, yarn, yarn_notemp")
     rope_factor: float | None = Field(default=None, ge=1.0, description="a finite number >= 1")
     train_length: int | None = Field(default=None, gt=0, description="a positive integer (training window)")
     prefix_cache: Literal["true", "false"] = Field(
         default="true", description="true or false (reuse the KV cache of a shared prompt prefix at batch_size=1)"
     )
+
+    def check_host(self, raw: str) -> None:
+        from longctx_eval.models.devices import check_device
+
+        if self.max_memory is not None and self.device_map is None:
+            raise ConfigError(
+                f"model spec {raw!r}: max_memory={self.max_memory} limits what device_map puts on each device; "
+                "add device_map=auto (or balanced, sequential)"
+            )
+        if self.device_map is not None and self.device not in ("auto", "cuda"):
+            raise ConfigError(
+                f"model spec {raw!r}: device_map={self.device_map} spreads the model over the GPUs by itself; "
+                f"drop device={self.device} (or use device=auto)"
+            )
+        check_device(self.device, raw)
+        if self.attn_implementation == "flash_attention_2":
+            import importlib.util
+
+            if importlib.util.find_spec("flash_attn") is None:
+                raise ConfigError(
+                    f"model spec {raw!r}: attn_implementation=flash_attention_2 needs the flash-attn package, which "
+                    "is not installed here (pip install flash-attn --no-build-isolation); use attn_implementation=sdpa"
+                )
 
 
 RERANK_DEPTH = 20
@@ -80,7 +132,14 @@ class RetrieverOptions(RerankOptions):
     """`retriever:` sentence-transformers bi-encoders."""
 
     batch_size: int = Field(default=64, gt=0, description="a positive integer (texts per encoder batch)")
-    device: str = Field(default="cpu", min_length=1, description="a torch device such as cpu or cuda:0")
+    device: str = Field(
+        default="auto", pattern=DEVICE_PATTERN, description="auto (CUDA when there is one), cpu, cuda or cuda:N"
+    )
+
+    def check_host(self, raw: str) -> None:
+        from longctx_eval.models.devices import check_device
+
+        check_device(self.device, raw)
 
 
 class BM25Options(RerankOptions):
@@ -88,6 +147,14 @@ class BM25Options(RerankOptions):
 
     k1: float = Field(default=1.5, gt=0, description="a finite number > 0")
     b: float = Field(default=0.75, ge=0, le=1, description="a number in [0, 1]")
+    device: str = Field(
+        default="auto", pattern=DEVICE_PATTERN, description="auto, cpu, cuda or cuda:N (the reranker's encoder)"
+    )
+
+    def check_host(self, raw: str) -> None:
+        from longctx_eval.models.devices import check_device
+
+        check_device(self.device, raw)
 
 
 class HybridOptions(RerankOptions):
@@ -99,7 +166,14 @@ class HybridOptions(RerankOptions):
     k1: float = Field(default=1.5, gt=0, description="a finite number > 0")
     b: float = Field(default=0.75, ge=0, le=1, description="a number in [0, 1]")
     batch_size: int = Field(default=64, gt=0, description="a positive integer (texts per encoder batch)")
-    device: str = Field(default="cpu", min_length=1, description="a torch device such as cpu or cuda:0")
+    device: str = Field(
+        default="auto", pattern=DEVICE_PATTERN, description="auto (CUDA when there is one), cpu, cuda or cuda:N"
+    )
+
+    def check_host(self, raw: str) -> None:
+        from longctx_eval.models.devices import check_device
+
+        check_device(self.device, raw)
 
 
 class OracleOptions(KindOptions):
@@ -178,7 +252,7 @@ def parse_options(cls: type[KindOptions], values: dict[str, str], kind: str, raw
             hint = did_you_mean(key, cls.model_fields)
             raise ConfigError(f"model spec {raw!r}: unknown option {key!r} for {kind!r}.{hint}")
     try:
-        return cls.model_validate(values)
+        options = cls.model_validate(values)
     except ValidationError as exc:
         err = exc.errors()[0]
         key = str(err["loc"][0]) if err["loc"] else "?"
@@ -187,6 +261,8 @@ def parse_options(cls: type[KindOptions], values: dict[str, str], kind: str, raw
         raise ConfigError(
             f"model spec {raw!r}: option {key}={values.get(key)!r} is invalid; expected {expected}"
         ) from None
+    options.check_host(raw)
+    return options
 
 
 VLLMRope = Literal["none", "linear", "dynamic", "ntk", "yarn", "yarn_notemp"]
@@ -197,7 +273,7 @@ class VLLMOptions(KindOptions):
 
     Unset engine options keep vLLM's defaults and are not recorded; prompts are the token ids `hf:` renders."""
 
-    dtype: Dtype = Field(default="float32", description="one of float32, bfloat16, float16")
+    dtype: Dtype = Field(default="float32", description="one of float32, bfloat16, float16 or auto (the config's)")
     chat: Literal["auto", "true", "false"] = Field(default="auto", description="auto, true or false")
     revision: str | None = Field(default=None, min_length=1, description="a hub revision (branch, tag or commit)")
     max_model_len: int | None = Field(default=None, gt=0, description="a positive integer (context window in tokens)")

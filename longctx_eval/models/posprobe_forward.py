@@ -23,6 +23,7 @@ from longctx_eval.errors import ConfigError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.metrics import posprobe as pm
 from longctx_eval.models.attention_rows import ATTENTION_NAME, capture_rows
+from longctx_eval.models.devices import DevicePeak, cuda_devices, free_device_memory, model_device
 from longctx_eval.models.learned_position import clamp_record
 from longctx_eval.models.memory import PeakRSS
 from longctx_eval.models.options import HFOptions
@@ -52,16 +53,22 @@ class ProbeConfig:
         return {"rope": self.variant, "rope_factor": self.factor, "train_length": self.train_length}
 
 
-def probe_config(options: HFOptions, config: Any, folder: Path | None) -> ProbeConfig:
-    """The probe setup from the `rope`, `rope_factor`, `train_length` options and a reference.json."""
+def probe_config(
+    options: HFOptions, config: Any, folder: Path | None, train_length: int | None = None, checked: bool = False
+) -> ProbeConfig:
+    """The probe setup from the `rope`, `rope_factor`, `train_length` options and a reference.json.
+
+    `train_length` and `checked` come from the load plan (models/hf_config.py) when the config was read, and the
+    variant checked, before loading (the loaded config may then carry the variant's parameters already)."""
     meta = reference_meta(folder) if folder is not None else None
-    check_variant(config, options.rope)
+    if not checked:
+        check_variant(config, options.rope)
     default_train = (meta or {}).get("train_length") or getattr(config, "max_position_embeddings", 2048)
     rule = (meta or {}).get("retrieval_heads", {})
     return ProbeConfig(
         variant=options.rope,
         factor=options.rope_factor,
-        train_length=options.train_length or int(default_train),
+        train_length=train_length or options.train_length or int(default_train),
         head_threshold=float(rule.get("threshold", 0.1)),
         max_heads=int(rule.get("max_heads", 8)),
         attention_only=meta is not None and meta.get("capabilities") == ["attention"],
@@ -99,6 +106,11 @@ class Forward:
 
 
 @contextmanager
+def _nothing() -> Iterator[None]:
+    yield
+
+
+@contextmanager
 def _rows_attention(model: torch.nn.Module) -> Iterator[None]:
     """Dispatch attention through the row-capturing function for the duration of the block."""
     old = model.config._attn_implementation
@@ -117,11 +129,14 @@ def _rows_attention(model: torch.nn.Module) -> Iterator[None]:
 
 
 def forward_rows(model: torch.nn.Module, ids: Sequence[int], queries: Sequence[int]) -> Forward:
-    """One forward of `ids`: exact attention rows of the `queries` (none: no rows), per-position NLL, greedy ids."""
-    x = torch.tensor([list(ids)])
-    with torch.no_grad(), capture_rows(queries) as cap:
+    """One forward of `ids`: exact attention rows of the `queries` (none: no rows), per-position NLL, greedy ids.
+
+    Every tensor is built on the model's device; rows, NLL and ids come to the host (numpy) only at the end."""
+    device = model_device(model)
+    x = torch.tensor([list(ids)], device=device)
+    with torch.no_grad(), capture_rows(queries, device=device) as cap:
         hidden = model.base_model(input_ids=x, use_cache=False).last_hidden_state[0]
-        rows = cap.stacked(model.config.num_hidden_layers).numpy() if len(queries) else np.zeros((0,))
+        rows = cap.stacked(model.config.num_hidden_layers).cpu().numpy() if len(queries) else np.zeros((0,))
         nll, greedy = _next_token_stats(model, hidden, x[0])
     return Forward(rows=rows, nll=nll, greedy=greedy)
 
@@ -138,8 +153,9 @@ def _next_token_stats(model: torch.nn.Module, hidden: torch.Tensor, ids: torch.T
         if cap_logit:
             logits = cap_logit * torch.tanh(logits / cap_logit)
         logp = torch.log_softmax(logits, dim=-1)
-        nll[a:b] = -logp.gather(1, ids[a + 1 : b + 1, None])[:, 0].numpy()
-        greedy[a:b] = logits.argmax(-1).numpy()
+        targets = ids[a + 1 : b + 1, None].to(logp.device)  # the LM head may sit on another GPU (device_map)
+        nll[a:b] = -logp.gather(1, targets)[:, 0].cpu().numpy()
+        greedy[a:b] = logits.argmax(-1).cpu().numpy()
     return nll, greedy
 
 
@@ -156,23 +172,43 @@ def _fields(extra: dict[str, Any], where: str) -> tuple[list[int], list[int], li
 class AttentionProbe:
     """Serves `attention_stats` for one loaded model under one ProbeConfig."""
 
-    def __init__(self, model: torch.nn.Module, config: ProbeConfig) -> None:
+    def __init__(self, model: torch.nn.Module, config: ProbeConfig, base: dict[str, Any] | None = None) -> None:
         self.model = model
         self.config = config
+        # The checkpoint's own rope parameters: "variant off" (calibration) and the per-length variants start from
+        # them, also when the config was loaded with a static variant (rope_factor) already applied.
+        self.base = dict(base) if base is not None else dict(getattr(model.config, "rope_parameters", None) or {})
         self._calibrations: dict[str, Calibration] = {}
         if getattr(model.config, "alibi_slopes", None) is not None:  # without the function it would run as NoPE
             model.set_attn_implementation(ATTENTION_NAME)
 
     def params_for(self, length: int) -> dict[str, Any]:
         """The rope parameters the active variant uses at `length` tokens."""
-        base = dict(self.model.config.rope_parameters or {})
         c = self.config
-        return variant_parameters(base, c.variant, length, c.train_length, c.factor)
+        return variant_parameters(self.base, c.variant, length, c.train_length, c.factor)
+
+    def _unscaled(self) -> Any:
+        """The block runs with the checkpoint's own RoPE (a no-op unless a static variant was loaded)."""
+        if not self.base or dict(self.model.config.rope_parameters or {}) == self.base:
+            return _nothing()
+        return rope_applied(self.model, self.base)
 
     def run(self, requests: Sequence[Request]) -> list[Prediction]:
-        """One Prediction per request, its statistics in `data`."""
+        """One Prediction per request, its statistics in `data`; an out-of-memory request fails alone."""
         with _rows_attention(self.model):
-            return [self._one(r) for r in requests]
+            return [self._guarded(r) for r in requests]
+
+    def _guarded(self, request: Request) -> Prediction:
+        """`_one`, retried once after freeing the device cache on an out-of-memory error, then a failed prediction."""
+        for attempt in (1, 2):
+            try:
+                return self._one(request)
+            except torch.OutOfMemoryError:
+                free_device_memory()
+                if attempt == 2:
+                    n = len(request.extra.get("input_ids", ()))
+                    return Prediction(status="error", prompt_tokens=n, error=f"out of memory at {n} tokens")
+        raise AssertionError("unreachable")
 
     def _one(self, request: Request) -> Prediction:
         if request.extra.get("text"):
@@ -181,8 +217,8 @@ class AttentionProbe:
         calibration = self.calibrate(request.extra.get("calibration"), request.sample_id)
         params = self.params_for(len(ids))
         queries = [a - 1 for a in answer]
-        t0, peak = time.perf_counter(), PeakRSS()
-        with peak, rope_applied(self.model, params, self.config.train_length):
+        t0, peak, device_peak = time.perf_counter(), PeakRSS(), DevicePeak(cuda_devices(self.model))
+        with peak, device_peak, rope_applied(self.model, params, self.config.train_length):
             fwd = forward_rows(self.model, ids, queries)
             clamp = clamp_record(self.model)  # read now: a later calibration forward would be "last"
         seconds = time.perf_counter() - t0
@@ -198,6 +234,8 @@ class AttentionProbe:
             peak_rss_mb=peak.megabytes,
             rss_start_mb=peak.start_megabytes,  # peak - start: what this forward added at its peak
         )
+        if device_peak.megabytes is not None:
+            data["peak_device_mb"] = device_peak.megabytes
         return Prediction(text=None, prompt_tokens=len(ids), completion_tokens=0, seconds=seconds, data=data)
 
     def _text(self, request: Request) -> Prediction:
@@ -234,7 +272,8 @@ class AttentionProbe:
         length = int(block["length"])
         for seq in block["sequences"]:
             ids, needle, answer = _fields(seq, f"{where} calibration")
-            fwd = forward_rows(self.model, ids, [a - 1 for a in answer])
+            with self._unscaled():
+                fwd = forward_rows(self.model, ids, [a - 1 for a in answer])
             per_head.append(pm.argmax_first(fwd.rows))  # (n_layers, H, K)
             targets.append(needle)
             lae_none.append(float(pm.entropy_bits(fwd.rows).mean()))

@@ -25,12 +25,14 @@ class MaxSimReranker:
 
     name = "maxsim"
 
-    def __init__(self, *, device: str = "cpu", batch_size: int = 64, shared: Mapping[str, Any] | None = None) -> None:
+    def __init__(self, *, device: str = "auto", batch_size: int = 64, shared: Mapping[str, Any] | None = None) -> None:
         model = (shared or {}).get("minilm")
         if model is None:
             from sentence_transformers import SentenceTransformer
 
-            model = SentenceTransformer(str(minilm_path()), device=device)
+            from longctx_eval.models.devices import resolve_device
+
+            model = SentenceTransformer(str(minilm_path()), device=resolve_device(device))
         self.model = model
         self.batch_size = batch_size
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()

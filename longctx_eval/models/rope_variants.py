@@ -103,8 +103,17 @@ def rope_applied(model: torch.nn.Module, parameters: dict[str, Any], train_lengt
     cfg.rope_parameters = parameters
     if dynamic_window is not None:
         cfg.max_position_embeddings = dynamic_window
-    base.rotary_emb = type(original)(cfg).to(next(model.parameters()).device)
+    with torch.device(_rotary_device(model, original)):  # built where the model's positions are computed
+        base.rotary_emb = type(original)(cfg)
     try:
         yield
     finally:
         base.rotary_emb = original
+
+
+def _rotary_device(model: torch.nn.Module, rotary: torch.nn.Module) -> torch.device:
+    """The device of the model's rotary embedding (its inv_freq buffer; under device_map, the first layer's)."""
+    buf = getattr(rotary, "inv_freq", None)
+    if isinstance(buf, torch.Tensor):
+        return buf.device
+    return next(model.parameters()).device

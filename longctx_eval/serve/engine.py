@@ -1,8 +1,10 @@
 """The model behind `longctx-eval serve`: an `hf:` adapter's weights and chat template, generating token by token.
 
 Prompts are rendered exactly as the `hf` adapter renders them (`HFCausalLM.render`), and greedy decoding calls
-`generate` with the adapter's arguments, so a reply through the server equals the in-process reply. Tokens
-are handed over as they are generated (a streamer in a worker thread), so time to first token is real.
+`generate` with the adapter's arguments (and its neutral generation config: no shipped penalty applies), so a
+reply through the server equals the in-process reply. Tokens are handed over as they are generated (a streamer
+in a worker thread), so time to first token is real. Tensors are built on the model's device (`device=` of the
+spec); only token ids come back to the host.
 """
 
 from __future__ import annotations
@@ -126,6 +128,7 @@ class HFEngine:
         self.window: int | None = adapter.meta.context_window
         self.lock = asyncio.Lock()
         self.pad_id = self.hf_tok.pad_token_id if self.hf_tok.pad_token_id is not None else (adapter.eos_ids or [0])[0]
+        self.device = adapter.input_device
 
     @classmethod
     def load(cls, spec_text: str, name: str | None = None) -> HFEngine:
@@ -227,7 +230,7 @@ class HFEngine:
 
         class Cancelled(StoppingCriteria):
             def __call__(self, input_ids: Any, scores: Any, **kwargs: Any) -> Any:
-                return torch.full((input_ids.shape[0],), cancel.is_set(), dtype=torch.bool)
+                return torch.full((input_ids.shape[0],), cancel.is_set(), dtype=torch.bool, device=input_ids.device)
 
         error: BaseException | None = None
         try:  # everything in the worker is inside: whatever raises, "done" is sent and the engine is free again
@@ -240,12 +243,12 @@ class HFEngine:
                 }
                 if sampling.seed is not None:
                     torch.manual_seed(sampling.seed)
-            else:  # exactly the adapter's greedy arguments
-                decoding = {"do_sample": False, "temperature": None, "top_p": None, "top_k": None}
+            else:  # greedy, as the adapter decodes (its generation config is the neutral one)
+                decoding = {"do_sample": False}
             with torch.no_grad():
                 self.model.generate(
-                    input_ids=torch.tensor([ids]),
-                    attention_mask=torch.tensor([[1] * len(ids)]),
+                    input_ids=torch.tensor([ids], device=self.device),
+                    attention_mask=torch.ones((1, len(ids)), dtype=torch.long, device=self.device),
                     max_new_tokens=sampling.max_tokens,
                     pad_token_id=self.pad_id,
                     eos_token_id=self.adapter.eos_ids or None,

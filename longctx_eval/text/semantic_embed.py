@@ -138,7 +138,7 @@ def minilm_embedder(
     *,
     model: Any = None,
     max_seq_length: int | None = None,
-    device: str = "cpu",
+    device: str = "auto",
     dtype: str | None = None,
     precision: str = "fast",
     cache_sentences: int = 100_000,
@@ -153,6 +153,8 @@ def minilm_embedder(
     benchmark slice: cosine to float32 >= 0.9999, identical chunk boundaries, 3-4x faster); "exact" =
     float32. An explicit `dtype` ("float32", "bfloat16", "float16") overrides the precision's choice.
     Up to `cache_sentences` sentence vectors (1.5 KB each) are kept for later calls; 0 keeps none.
+    `device`: auto (CUDA when there is one, else the CPU, exactly as before on a machine without a GPU), cpu,
+    cuda or cuda:N.
     torch's thread count is the caller's: on busy shared cores, fewer threads than cores can be several times
     faster (docs/semantic.md).
     """
@@ -171,6 +173,9 @@ def minilm_embedder(
         isinstance(max_seq_length, bool) or not isinstance(max_seq_length, int) or max_seq_length < 2
     ):
         raise ConfigError(f"minilm_embedder max_seq_length: expected an integer >= 2, got {max_seq_length!r}")
+    from longctx_eval.models.devices import resolve_device
+
+    device = resolve_device(device)  # auto: CUDA when there is one, else the CPU
     if dtype is None:
         dtype = "bfloat16" if precision == "fast" and native_bfloat16(device) else "float32"
     encoder = _load(model, device, dtype, max_seq_length)
