@@ -18,7 +18,6 @@ import pytest
 from longctx_eval.cli import main
 from longctx_eval.discovery import discover
 from longctx_eval.errors import TaskDefinitionError
-from longctx_eval.models.device_check import device_problem
 
 NEEDLE = ["--tasks", "needle", "--lengths", "256", "--limit", "1"]
 
@@ -43,14 +42,15 @@ def test_unavailable_device_is_refused_before_loading(tmp_path, capsys, dry):
     args = ["run", "--model", "minilm?device=cuda:99", *NEEDLE, "--out", str(tmp_path)]
     assert main(args + (["--dry-run"] if dry else [])) == 2
     err = _one_line(capsys)
-    assert "device='cuda:99' cannot be used" in err and "minilm?device=cuda:99" in err
+    assert "device=cuda:99 but this machine has" in err and "minilm?device=cuda:99" in err
     assert not (tmp_path / "minilm").exists()
 
 
-def test_device_problem():
-    assert device_problem("cpu") is None
-    assert "not a torch device" in device_problem("warp-drive:0")
-    assert device_problem("cuda:99") is not None  # no machine here or in CI has 100 GPUs
+def test_a_device_that_is_no_torch_device_is_refused_at_parse(tmp_path, capsys):
+    args = ["run", "--model", "minilm?device=warp-drive:0", *NEEDLE, "--out", str(tmp_path)]
+    assert main(args) == 2
+    err = _one_line(capsys)
+    assert "option device='warp-drive:0' is invalid; expected auto (CUDA when there is one), cpu, cuda or cuda:N" in err
 
 
 def _hf_copy(tiny_llama_dir: Path, dest: Path) -> Path:

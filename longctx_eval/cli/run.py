@@ -14,7 +14,6 @@ from longctx_eval.discovery import discover, in_tree_tasks, select
 from longctx_eval.dry_run import DEFAULT_OUTPUT_TPS, DEFAULT_PROMPT_TPS
 from longctx_eval.errors import ConfigError
 from longctx_eval.io import ensure_dir
-from longctx_eval.models.device_check import check_devices
 from longctx_eval.models.spec import ModelSpec, check_distinct_names, expand_models, parse_spec
 from longctx_eval.progress import console
 from longctx_eval.registry import Registry
@@ -132,7 +131,6 @@ def plans_of(args: argparse.Namespace, registry: Registry[TaskInfo]) -> Plans:
     plans: Plans = []
     for raw, ps in raw_plans:
         spec = parse_spec(raw)  # every spec and option is checked here, before anything loads or moves
-        check_devices(spec)
         out = []
         for p in ps:
             given = p.info.check_args(cli_args.get(p.info.name, {}), "--task-arg")
