@@ -158,6 +158,7 @@ def test_per_length_rope_generation_uses_the_probes_rule(sharp_llama, tmp_path):
     assert generated_ids(model, [short]) == generated_ids(plain, [short])
 
 
+@pytest.mark.slow  # three SmolLM2 loads and six 1K-token generations: opt-in (-m slow)
 def test_smollm2_linear_rope_changes_the_needle_answers_and_equals_its_config_folder(tmp_path, capsys):
     """The issue's measurement: smollm2-135m?rope=linear&rope_factor=4 on needle at 1K generated exactly the
     unscaled text. Now it does not, and it is token for token the model whose config.json says linear x4."""
