@@ -236,6 +236,7 @@ def update_leaderboard(
         from longctx_eval.leaderboard_site import SiteInput, write_site
 
         shown = SiteInput(
+            samples=_samples_of(entries, runs),
             entries=entries,
             updated=updated,
             plots={task: [out_dir / rel for rel in paths] for task, paths in links.items()},
@@ -248,6 +249,29 @@ def update_leaderboard(
     keep = {*plots.values(), *(p for paths in lines.values() for p in paths)}
     report.removed = remove_stale_plots(out_dir / PLOTS_DIR, keep, _task_keys(pool))
     return report
+
+
+def _samples_of(entries: Sequence[RunResult], runs: Sequence[tuple[Path, RunResult]]) -> dict[str, dict[str, dict]]:
+    """Per model and board the per-sample scores of the shown result, from an input run folder (RUN/run.json
+    beside scores/) whose run holds that very result; nothing for results only in run copies."""
+    from longctx_eval.leaderboard_render import task_names, task_of
+    from longctx_eval.paired_scores import sample_scores
+
+    out: dict[str, dict[str, dict]] = {}
+    boards = task_names(entries)
+    for entry in entries:
+        for path, run in runs:
+            if path.name != "run.json" or run.model.name != entry.model.name:
+                continue
+            for board in boards:
+                shown = task_of(entry, board)
+                if shown is not None and any(
+                    t.model_dump(exclude={"started"}) == shown.model_dump(exclude={"started"}) for t in run.tasks
+                ):
+                    found = sample_scores(path.parent, shown.name)
+                    if found:
+                        out.setdefault(entry.model.name, {})[board] = found
+    return out
 
 
 def _read_valid(paths: Iterable[Path], report: LeaderboardReport) -> list[tuple[Path, RunResult]]:

@@ -13,7 +13,7 @@ import math
 import re
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 
@@ -44,6 +44,7 @@ from longctx_eval.leaderboard_render import (
     task_names,
     task_of,
 )
+from longctx_eval.paired_scores import PairedDifference, PairKey, SampleScore, paired_differences
 from longctx_eval.result_text import DASH, length_label
 from longctx_eval.results import Coverage, LatencyStats, RunResult, TaskResult, strata_coverage, task_failed
 
@@ -62,6 +63,8 @@ class SiteInput:
     run_files: Mapping[str, Path]
     notes: Sequence[MergeNote] = ()
     unread: Sequence[tuple[str, str]] = ()
+    samples: Mapping[str, Mapping[str, Mapping[PairKey, SampleScore]]] = field(default_factory=dict)
+    """Per model name and board: its per-sample scores (from run folders' scores/), for the comparison pages."""
 
 
 def write_site(site: SiteInput, out: Path) -> list[Path]:
@@ -83,7 +86,15 @@ def write_site(site: SiteInput, out: Path) -> list[Path]:
     for name, path in site.run_files.items():
         written.append(_write(out / "runs" / path.name, path.read_bytes()))
         run_links[name] = f"runs/{path.name}"
-    links = Links(task_pages, model_pages, plot_links, run_links)
+    pairs = comparisons(site)
+    compare_pages = {
+        (a, b): f"compare-{model_pages[a].removeprefix('model-').removesuffix('.html')}--"
+        f"{model_pages[b].removeprefix('model-')}"
+        for a, b in pairs
+    }
+    links = Links(task_pages, model_pages, plot_links, run_links, compare_pages)
+    for (a, b), boards in pairs.items():
+        written.append(_text(out / compare_pages[(a, b)], compare_page(a, b, boards, links)))
     written.append(_text(out / INDEX, index_page(site, links)))
     for task in tasks:
         notes = [n for n in site.notes if n.task is not None and board_of(n, tasks) == task]
@@ -102,6 +113,7 @@ class Links:
     models: Mapping[str, str]
     plots: Mapping[str, Sequence[str]]
     runs: Mapping[str, str]
+    compare: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
 
 def unique_pages(prefix: str, names: Sequence[str]) -> dict[str, str]:
@@ -165,6 +177,7 @@ def index_page(site: SiteInput, links: Links) -> str:
         )
     parts.append(_table(["task", "primary metric", "models", "first by the sort rule"], rows, "tasks"))
     parts += ["<h2>Models</h2>", _models_table(site.entries, links)]
+    parts += _comparison_list(links, None)
     unplaced = [n for n in site.notes if n.task is None or board_of(n, tasks) is None]
     if unplaced:
         parts.append("<h2>Not shown</h2>")
@@ -293,7 +306,69 @@ def model_page(entry: RunResult, site: SiteInput, links: Links) -> str:
     for result in tasks:
         parts += _task_details(result, entry, site, links)
     parts += ["<h2>Skipped</h2>", _skipped_table([entry], links)]
+    parts += _comparison_list(links, m.name)
     return page(f"{m.name} · longctx-eval", "\n".join(parts))
+
+
+Comparison = dict[str, tuple[str, list[PairedDifference]]]
+"""Per board: the primary score field compared and its paired differences (per length, then pooled)."""
+
+
+def comparisons(site: SiteInput) -> dict[tuple[str, str], Comparison]:
+    """Every pair of models (names sorted) with samples in common on some board, and their differences."""
+    names = sorted(name for name in site.samples if site.samples[name])
+    out: dict[tuple[str, str], Comparison] = {}
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            found: Comparison = {}
+            for board in task_names(site.entries):
+                sa, sb = site.samples[a].get(board), site.samples[b].get(board)
+                metric = primary_metric(board, site.entries)
+                if sa and sb and metric:
+                    diffs = paired_differences(sa, sb, metric)
+                    if diffs:
+                        found[board] = (metric, diffs)
+            if found:
+                out[(a, b)] = found
+    return out
+
+
+def compare_page(a: str, b: str, boards: Comparison, links: Links) -> str:
+    """compare-*.html: per task, A - B of the primary score on the samples both scored, per length and pooled."""
+    parts = [
+        f"<h1>{_model_link(a, links)} vs {_model_link(b, links)}</h1>",
+        f"<p>Paired differences ({escape(a)} minus {escape(b)}) of each task's primary score, over the samples "
+        "both models scored with the same context (same sample id and the same haystack: a sample built in "
+        "another tokenizer is never paired). Interval: 95% percentile bootstrap over the pairs (2000 resamples, "
+        "seeded); <strong>significant</strong> when it excludes 0. Better: samples where one scored higher.</p>",
+    ]
+    head = ["length", "pairs", f"{a}", f"{b}", "difference", "significant", f"{a} better", f"{b} better"]
+    for board, (metric, diffs) in boards.items():
+        link = f'<a href="{links.tasks[board]}">{escape(board)}</a>' if board in links.tasks else escape(board)
+        parts.append(f"<h2>{link}</h2><p>Score: <code>{escape(metric)}</code>.</p>")
+        rows = [
+            [
+                (escape(length_label(d.length)), d.length if d.length is not None else float("inf")),
+                (str(d.n), d.n),
+                (f"{d.mean_a:.3f}", d.mean_a),
+                (f"{d.mean_b:.3f}", d.mean_b),
+                (f"{d.difference:+.3f} [{d.ci95[0]:+.3f}, {d.ci95[1]:+.3f}]", d.difference),
+                ("yes" if d.significant else "no", int(d.significant)),
+                (str(d.a_better), d.a_better),
+                (str(d.b_better), d.b_better),
+            ]
+            for d in diffs
+        ]
+        parts.append(_table(head, rows, "compare"))
+    return page(f"{a} vs {b} · longctx-eval", "\n".join(parts))
+
+
+def _comparison_list(links: Links, model: str | None) -> list[str]:
+    pairs = [(pair, name) for pair, name in links.compare.items() if model is None or model in pair]
+    if not pairs:
+        return []
+    items = "".join(f'<li><a href="{name}">{escape(a)} vs {escape(b)}</a></li>' for (a, b), name in sorted(pairs))
+    return ["<h2>Comparisons</h2>", "<p>Paired differences on the samples both models scored.</p>", f"<ul>{items}</ul>"]
 
 
 def _board_name(result: TaskResult, entry: RunResult, site: SiteInput) -> str:
@@ -584,7 +659,13 @@ def _text(path: Path, text: str) -> Path:
 
 def _remove_stale(out: Path, keep: set[Path]) -> None:
     """Remove pages, plots and run copies of an earlier build of this site that the new one no longer has."""
-    stale = [*out.glob("task-*.html"), *out.glob("model-*.html"), *out.glob("plots/*.png"), *out.glob("runs/*.json")]
+    stale = [
+        *out.glob("task-*.html"),
+        *out.glob("model-*.html"),
+        *out.glob("compare-*.html"),
+        *out.glob("plots/*.png"),
+        *out.glob("runs/*.json"),
+    ]
     for path in stale:
         if path not in keep and path.is_file() and not path.is_symlink():
             path.unlink()

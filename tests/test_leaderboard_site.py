@@ -58,6 +58,66 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
+RETRIEVAL_RUN = ["--tasks", "retrieval", "--lengths", "2048,8192", "--seed", "3"]
+RETRIEVAL_RUN += ["--task-arg", "retrieval.topics=3", "--task-arg", "retrieval.source=synthetic"]
+
+
+@pytest.fixture(scope="module")
+def compare_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A site from real run folders: bm25 and the oracle on retrieval (2K, 8K), and a copy of bm25's folder
+    under another name whose 8K samples claim other haystacks (their context sha256 changed), same ids."""
+    from longctx_eval.cli import main
+
+    tmp = tmp_path_factory.mktemp("compare")
+    runs = tmp / "runs"
+    for model in ("bm25", "oracle"):
+        assert main(["run", "--model", model, *RETRIEVAL_RUN, "--out", str(runs)]) == 0
+    moved = runs / "bm25-moved"
+    shutil.copytree(runs / "bm25", moved)
+    run = json.loads((moved / "run.json").read_text())
+    run["model"]["name"] = "bm25-moved"
+    (moved / "run.json").write_text(json.dumps(run))
+    lines = []
+    for line in (moved / "samples" / "retrieval.jsonl").read_text().splitlines():
+        rec = json.loads(line)
+        if rec["id"].startswith("L8192-"):
+            rec["context_sha256"] = "0" * 64
+        lines.append(json.dumps(rec))
+    (moved / "samples" / "retrieval.jsonl").write_text("\n".join(lines) + "\n")
+    update_leaderboard([runs], tmp / "board", site=tmp / "site")
+    return tmp
+
+
+def _recall5(run_dir: Path) -> dict[str, float]:
+    lines = (run_dir / "scores" / "retrieval.jsonl").read_text().splitlines()
+    return {r["id"]: r["scores"]["recall@5"] for r in map(json.loads, lines)}
+
+
+def _rows(html: str) -> list[list[str]]:
+    import re
+
+    body = html.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in body.split("<tr>")[1:]]
+
+
+def test_comparison_pages_pair_only_the_same_haystacks(compare_site: Path) -> None:
+    """bm25 vs oracle: every query paired, the difference is the mean of the per-sample differences; the copy
+    whose 8K samples name other haystacks pairs with bm25 at 2K only."""
+    site = compare_site / "site"
+    bm25 = _recall5(compare_site / "runs" / "bm25")
+    page = (site / "compare-bm25--oracle.html").read_text()
+    rows = {r[0]: r for r in _rows(page)}
+    assert set(rows) == {"2K", "8K", "all"} and rows["all"][1] == str(len(bm25)) == "18"
+    expected = sum(v - 1.0 for v in bm25.values()) / len(bm25)
+    assert rows["all"][4].startswith(f"{expected:+.3f} [")
+    assert rows["all"][7] == str(sum(v < 1.0 for v in bm25.values()))  # the oracle better where bm25 missed
+    moved = {r[0]: r for r in _rows((site / "compare-bm25--bm25-moved.html").read_text())}
+    assert set(moved) == {"2K", "all"} and moved["all"][1] == "9" and moved["all"][4].startswith("+0.000 [")
+    index = (site / "index.html").read_text()
+    assert 'href="compare-bm25--oracle.html"' in index and 'href="compare-bm25--bm25-moved.html"' in index
+    assert 'href="compare-bm25--oracle.html"' in (site / "model-oracle.html").read_text()
+
+
 def test_site_files_and_escaping(site: Path) -> None:
     """Index, one page per task and per model, the assets; HTML text escaped; no absolute or network URL."""
     pages = sorted(site.glob("*.html"))
@@ -153,13 +213,13 @@ return Array.from(document.querySelectorAll('a[href], img[src], link[href], scri
 """
 
 
-def test_site_in_headless_chromium(site: Path, tmp_path: Path) -> None:
+def test_site_in_headless_chromium(site: Path, compare_site: Path, tmp_path: Path) -> None:
     """Every page: no console error, every link/image inside the site and present; sorting reorders rows."""
     webdriver, options, service = _browser()
     options.add_argument(f"--user-data-dir={tmp_path / 'profile'}")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=service)
-    pages = sorted(site.glob("*.html"))
+    pages = sorted(site.glob("*.html")) + sorted((compare_site / "site").glob("*.html"))
     links = images = sorts = reordered = 0
     try:
         for page in pages:
@@ -172,13 +232,13 @@ def test_site_in_headless_chromium(site: Path, tmp_path: Path) -> None:
                     continue
                 assert parsed.scheme == "file", (page.name, url)
                 target = Path(unquote(parsed.path))
-                assert target.is_file() and site in target.parents, (page.name, url)
+                assert target.is_file() and page.parent in target.parents, (page.name, url)
                 if parsed.fragment:
                     assert f'id="{parsed.fragment}"' in target.read_text(), (page.name, url)
                 links += tag != "IMG"
                 images += tag == "IMG"
                 assert loaded, (page.name, "image did not load", url)
-            if page.name.startswith("task-"):
+            if page.name.startswith(("task-", "compare-")):
                 s, r = _check_sorting(driver, page.name)
                 sorts, reordered = sorts + s, reordered + r
         _screenshots(driver, site, tmp_path)
@@ -193,7 +253,7 @@ def test_site_in_headless_chromium(site: Path, tmp_path: Path) -> None:
 
 
 COLUMN_JS = """
-const table = document.querySelector('table.board');
+const table = document.querySelector('table.board, table.compare');
 return Array.from(table.tBodies[0].rows).map(r => {
   const c = r.cells[arguments[0]];
   return [r.cells[0].textContent, c.hasAttribute('data-sort') ? Number(c.getAttribute('data-sort')) : null];
@@ -205,7 +265,7 @@ def _check_sorting(driver, page: str) -> tuple[int, int]:  # noqa: ANN001 - sele
     """Click each numeric column of the task's board twice: high first, then low first, unscored rows last."""
     from selenium.webdriver.common.by import By
 
-    tables = driver.find_elements(By.CSS_SELECTOR, "table.board")
+    tables = driver.find_elements(By.CSS_SELECTOR, "table.board, table.compare")
     if not tables:
         return 0, 0
     buttons = tables[0].find_elements(By.CSS_SELECTOR, "thead th button")
