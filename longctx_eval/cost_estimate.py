@@ -12,6 +12,7 @@ import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from longctx_eval.cost import PER_TOKENS, Price, served_model
 from longctx_eval.errors import ConfigError
@@ -26,15 +27,20 @@ class Estimate:
     how: str
 
 
-def measured_model(path: Path) -> str | None:
-    """The served model a throughput file measured: a load test's `served_model`, a run file's served model."""
+def throughput_json(path: Path) -> tuple[Path, Any]:
+    """The parsed JSON of a `--throughput-from` input (a run folder means its run.json), with the file it read."""
     path = Path(path)
     if path.is_dir():
         path = path / "run.json"
     try:
-        data = json.loads(path.read_text("utf-8"))
+        return path, json.loads(path.read_text("utf-8"))
     except (OSError, ValueError) as exc:
         raise ConfigError(f"--throughput-from {path}: cannot be read as JSON: {exc}") from exc
+
+
+def measured_model(path: Path) -> str | None:
+    """The served model a throughput file measured: a load test's `served_model`, a run file's served model."""
+    _, data = throughput_json(path)
     if not isinstance(data, dict):
         return None
     if data.get("kind") == "load_test":

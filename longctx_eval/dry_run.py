@@ -7,12 +7,12 @@ stated throughput (assumed, or measured by an earlier run or load test).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from longctx_eval.cost import ModelPrice, PriceTable, output_budget, price_of
+from longctx_eval.cost_estimate import throughput_json
 from longctx_eval.errors import ConfigError, LongctxError, TaskUnavailable
 from longctx_eval.models.base import ModelAdapter
 from longctx_eval.models.loader import load_model
@@ -57,13 +57,7 @@ def parse_assumed(text: str) -> ThroughputModel:
 def measured_throughput(path: Path) -> ThroughputModel:
     """Rates measured earlier: a run folder or run.json (its tasks' tokens over their model seconds), or a load-test
     JSON (the level with the highest total tokens/s). Both count prompt and output tokens at one combined rate."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "run.json"
-    try:
-        data = json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"--throughput-from {path}: cannot be read as JSON: {exc}") from exc
+    path, data = throughput_json(path)
     if isinstance(data, dict) and data.get("kind") == "load_test":
         levels = [lv for lv in data.get("levels", []) if lv.get("total_tokens_per_s")]
         if not levels:

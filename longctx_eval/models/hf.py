@@ -172,15 +172,7 @@ class HFCausalLM(ModelAdapter):
     # -- prompts -----------------------------------------------------------------------------------------
     def render(self, request: Request) -> list[int]:
         """The exact token ids sent for `request` (chat template applied when the model has one)."""
-        key = (request.prompt, request.answer_prefix)
-        cached = self._rendered.get(key)
-        if cached is not None:
-            return cached
-        ids = render_ids(self.hf_tok, self.use_chat, request)
-        if len(self._rendered) >= RENDER_CACHE:
-            self._rendered.pop(next(iter(self._rendered)))
-        self._rendered[key] = ids
-        return ids
+        return cached_render(self._rendered, self.hf_tok, self.use_chat, request)
 
     def prompt_tokens(self, request: Request) -> int:
         if "input_ids" in request.extra:  # a probe request is sent as these exact ids, no template
@@ -414,6 +406,18 @@ def render_ids(hf_tok: Any, use_chat: bool, request: Request) -> list[int]:
         return hf_tok(text + request.answer_prefix, add_special_tokens=False)["input_ids"]
     prompt = request.prompt + ("\n" + request.answer_prefix if request.answer_prefix else "")
     return hf_tok(prompt, add_special_tokens=True)["input_ids"]
+
+
+def cached_render(cache: dict[tuple[str, str], list[int]], hf_tok: Any, use_chat: bool, request: Request) -> list[int]:
+    """`render_ids` through a small cache of the last RENDER_CACHE prompts (one prompt is measured, then sent)."""
+    key = (request.prompt, request.answer_prefix)
+    ids = cache.get(key)
+    if ids is None:
+        ids = render_ids(hf_tok, use_chat, request)
+        if len(cache) >= RENDER_CACHE:
+            cache.pop(next(iter(cache)))
+        cache[key] = ids
+    return ids
 
 
 def completion_of(hf_tok: Any, eos_ids: Sequence[int], new: Sequence[int]) -> tuple[str, int]:

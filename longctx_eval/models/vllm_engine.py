@@ -16,7 +16,7 @@ from typing import Any
 from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError, PrerequisiteError
 from longctx_eval.models.base import ModelAdapter, model_meta
-from longctx_eval.models.hf import RENDER_CACHE, completion_of, render_ids, uses_chat, weights_sha256
+from longctx_eval.models.hf import cached_render, completion_of, uses_chat, weights_sha256
 from longctx_eval.models.model_source import hf_source, hf_tokenizer_pair, load_error
 from longctx_eval.models.options import VLLMOptions
 from longctx_eval.models.spec import ModelSpec
@@ -90,14 +90,7 @@ class VLLMEngine(ModelAdapter):
 
     def render(self, request: Request) -> list[int]:
         """The exact token ids sent for `request`: the same as `hf:` renders for the same tokenizer."""
-        key = (request.prompt, request.answer_prefix)
-        ids = self._rendered.get(key)
-        if ids is None:
-            ids = render_ids(self.hf_tok, self.use_chat, request)
-            if len(self._rendered) >= RENDER_CACHE:
-                self._rendered.pop(next(iter(self._rendered)))
-            self._rendered[key] = ids
-        return ids
+        return cached_render(self._rendered, self.hf_tok, self.use_chat, request)
 
     def prompt_tokens(self, request: Request) -> int:
         return len(self.render(request))
