@@ -34,6 +34,10 @@ class PrerequisiteError(LongctxError):
     """Something the run needs is not installed or cannot be loaded offline."""
 
 
+class ModelFileError(PrerequisiteError):
+    """A model's own files (config, weights, GGUF) were rejected by their loader: bad input, exit status 2."""
+
+
 class TaskUnavailable(LongctxError):
     """A task cannot run here (its data is missing or licensed elsewhere): the runner skips it with this reason."""
 

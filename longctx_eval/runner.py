@@ -17,7 +17,7 @@ from rich.markup import escape
 
 from longctx_eval.capability import Capability
 from longctx_eval.cost import Budget, BudgetStop, output_budget
-from longctx_eval.errors import LongctxError, OutputError, TaskUnavailable
+from longctx_eval.errors import ConfigError, LongctxError, ModelFileError, OutputError, TaskUnavailable
 from longctx_eval.hashing import sha256_text
 from longctx_eval.io import atomic_write_text, ensure_dir
 from longctx_eval.manifest import Manifest, TaskEntry, now_iso, read_manifest, write_manifest
@@ -50,6 +50,8 @@ class ModelOutcome:
     """Why the run stopped early (the --max-cost budget); what was computed is kept."""
     failed: list[str] = field(default_factory=list)
     """'task: reason' of each task that crashed or whose every request failed (the run exits non-zero)."""
+    bad_input: bool = False
+    """The model was refused for its spec or its files (a ConfigError, a ModelFileError): the run exits 2."""
 
 
 def run_models(plans: Sequence[tuple[ModelSpec, Sequence[TaskPlan]]], config: RunConfig) -> list[ModelOutcome]:
@@ -62,7 +64,8 @@ def run_models(plans: Sequence[tuple[ModelSpec, Sequence[TaskPlan]]], config: Ru
             raise  # a full or read-only disk: nothing more can be saved; one line, exit 2, what is written stays
         except LongctxError as exc:
             console.print(f"[red]error[/red] model {spec.raw!r}: {exc}", highlight=False)
-            outcomes.append(ModelOutcome(spec, None, [str(exc)], []))
+            bad = isinstance(exc, (ConfigError, ModelFileError))
+            outcomes.append(ModelOutcome(spec, None, [str(exc)], [], bad_input=bad))
         if outcomes[-1].stopped:  # the budget is the invocation's: later models are not started
             break
     return outcomes

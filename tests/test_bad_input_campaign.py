@@ -59,9 +59,9 @@ def _hf_copy(tiny_llama_dir: Path, dest: Path) -> Path:
 
 
 def _run_model_error(tmp_path, capsys, spec: str) -> str:
-    """A run of an unloadable model: exit 1 (a model that fails to load does not stop the others), one line
-    naming it; the dry run, which loads it too, is exit 2 with the same line."""
-    assert main(["run", "--model", spec, *NEEDLE, "--out", str(tmp_path / "o")]) == 1
+    """A run of an unloadable model: exit 2, bad input (after the other models, which it does not stop), one
+    line naming it; the dry run, which loads it too, is exit 2 with the same line."""
+    assert main(["run", "--model", spec, *NEEDLE, "--out", str(tmp_path / "o")]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
     (line,) = [x for x in err.splitlines() if x.startswith("error model")]

@@ -143,7 +143,8 @@ def plans_of(args: argparse.Namespace, registry: Registry[TaskInfo]) -> Plans:
 
 def cmd_run(args: argparse.Namespace) -> int:
     """Evaluate every model on its tasks; 0 when every task ran or was skipped for a stated reason, 1 on
-    errors, 3 when stopped at --max-cost, 4 when a task crashed or every request of it failed."""
+    errors, 2 when a model was refused for its spec or files, 3 when stopped at --max-cost, 4 when a task crashed
+    or every request of it failed."""
     from longctx_eval.runner import run_models
 
     include = tuple(str(Path(p).resolve()) for p in args.include_path)
@@ -197,7 +198,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         console.print(f"{len(skipped)} task(s) skipped, each for the reason stated above", highlight=False)
     if errors:
         console.print(f"[red]{len(errors)} error(s)[/red], each stated above; results computed so far are saved")
-        return 1
+        return 2 if any(o.bad_input for o in outcomes) else 1
     if failed:
         console.print(
             f"[red]{len(failed)} task(s) failed[/red] (crashed, or every request failed); the other tasks' results "

@@ -11,7 +11,7 @@ import warnings
 from collections.abc import Callable
 from typing import TypeVar
 
-from longctx_eval.errors import LongctxError, PrerequisiteError
+from longctx_eval.errors import LongctxError, ModelFileError
 from longctx_eval.models.base import ModelAdapter
 from longctx_eval.models.kinds import MODEL_KINDS
 from longctx_eval.models.spec import ModelSpec
@@ -30,7 +30,7 @@ def load_tokenizer_of(spec: ModelSpec) -> Tokenizer:
     return _loading(spec, lambda: MODEL_KINDS.get(spec.kind).load_tokenizer(spec))
 
 
-def unloadable(spec: ModelSpec, exc: Exception) -> PrerequisiteError:
+def unloadable(spec: ModelSpec, exc: Exception) -> ModelFileError:
     """The one-line error for a model whose files the loading libraries rejected with `exc`."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     if isinstance(exc, pickle.UnpicklingError) or "weights_only" in str(exc):
@@ -43,7 +43,7 @@ def unloadable(spec: ModelSpec, exc: Exception) -> PrerequisiteError:
         name = type(exc).__name__
         kind = name if name[:1].isupper() else f"{type(exc).__module__}.{name}"  # struct.error, not error
         why = f"{kind}: {lines[0] if lines else 'no message'}" + (f" ({detail})" if detail else "")
-    return PrerequisiteError(f"model {spec.raw!r} cannot be loaded: {why}")
+    return ModelFileError(f"model {spec.raw!r} cannot be loaded: {why}")
 
 
 def _loading(spec: ModelSpec, load: Callable[[], T]) -> T:

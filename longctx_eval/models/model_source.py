@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from longctx_eval.assets import load_tokenizer, minilm_path, smollm2_dir
-from longctx_eval.errors import ConfigError, PrerequisiteError
+from longctx_eval.errors import ConfigError, ModelFileError, PrerequisiteError
 from longctx_eval.models.references import REFERENCE_MODELS, reference_dir
 from longctx_eval.text.tokenizer import Tokenizer
 
@@ -64,9 +64,9 @@ def hf_source(target: str, revision: str | None = None) -> Path | str:
     return target
 
 
-def load_error(target: str, exc: Exception) -> PrerequisiteError:
+def load_error(target: str, exc: Exception) -> ModelFileError:
     """A one-line error for a model or tokenizer that transformers could not load."""
-    return PrerequisiteError(
+    return ModelFileError(
         f"model {target!r} cannot be loaded: {str(exc).strip().splitlines()[0]}; expected {FOLDER_FORM}"
     )
 
