@@ -209,7 +209,7 @@ def test_two_models_never_share_a_run_folder(tmp_path, tiny_llama_dir, capsys):
     assert "?name=" in _err(capsys) and not (out / "model").exists()
 
     assert _run(out, "--model", f"hf:{first}", *common) == 0
-    assert _run(out, "--model", f"hf:{second}", *common) == 1
+    assert _run(out, "--model", f"hf:{second}", *common) == 2
     err = _err(capsys)
     assert "holds results of" in err and "?name=" in err
     assert _run(out, "--model", f"hf:{second}?name=step2", *common) == 0
@@ -219,7 +219,7 @@ def test_two_models_never_share_a_run_folder(tmp_path, tiny_llama_dir, capsys):
     # the same path with other weights (a checkpoint overwritten in place) is refused after loading
     shutil.rmtree(first)
     shutil.copytree(second, first)
-    assert _run(out, "--model", f"hf:{first}", *common) == 1
+    assert _run(out, "--model", f"hf:{first}", *common) == 2
     assert "other weights or settings" in _err(capsys)
 
 
