@@ -6,6 +6,7 @@ Files sit next to the task's heatmap as 'TASK.CURVE.png' and 'TASK.by-KEY.png' (
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -111,10 +112,15 @@ def curve_figure(task: str, name: str, entries: Sequence[RunResult], min_n: int 
         return None
     scales = list(dict.fromkeys(scale for _, _, scale, _ in found))
     first = found[0][3]
-    fig = Figure(figsize=(FIG_WIDTH, 1.0 + 2.9 * len(scales)), layout="constrained")
-    axes = fig.subplots(len(scales), 1, squeeze=False).ravel()
+    ncols = 1 if len(scales) == 1 else 2
+    nrows = math.ceil(len(scales) / ncols)
+    width_in = FIG_WIDTH * (1.0 if ncols == 1 else 1.55)
+    fig = Figure(figsize=(width_in, 1.4 + 3.2 * nrows), layout="constrained")
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in axes[len(scales) :]:
+        ax.remove()
     handles, labels = [], []
-    for ax, scale in zip(axes, scales, strict=True):
+    for ax, scale in zip(axes, scales, strict=False):
         unit = True
         mine = [f for f in found if f[2] == scale]
         for k, (i, label, _, curve) in enumerate(mine):
@@ -131,7 +137,7 @@ def curve_figure(task: str, name: str, entries: Sequence[RunResult], min_n: int 
             labels.append(label)
         ax.set_xlabel(first.x_label)
         ax.set_ylabel(scale or first.y_label)
-        if unit:
+        if unit and not scale:  # a system's own scores keep their own range (an RRF score is ~0.016)
             ax.set_ylim(0.0, 1.02)
         ax.grid(True, alpha=0.3)
         if scale:
@@ -139,7 +145,7 @@ def curve_figure(task: str, name: str, entries: Sequence[RunResult], min_n: int 
     title = f"{task}: {first.y_label} vs {first.x_label} (all lengths pooled, 95% band)"
     if len(scales) > 1:
         title += "; one panel per score scale"
-    fig.suptitle(wrapped(title, FIG_WIDTH, 10), fontsize=10)
+    fig.suptitle(wrapped(title, width_in, 10), fontsize=10)
     _legend_below(fig, handles, labels)
     return fig
 
