@@ -242,7 +242,7 @@ def slice_figure(task: str, key: str, entries: Sequence[RunResult], min_n: int =
     ax.grid(True, axis="y", alpha=0.3)
     title = f"{task}: {metric} by {key} (all lengths pooled, 95% interval)"
     if low_seen:
-        title += f"; hollow: low n (< {min_n})"
+        title += f"; hollow: low\u00a0n\u00a0(<\u00a0{min_n})"  # kept on one line by the wrapping
     ax.set_title(wrapped(title, width_in - 0.8, 10), fontsize=10)
     _legend_below(fig, handles, labels)
     return fig

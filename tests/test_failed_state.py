@@ -130,7 +130,7 @@ def test_partial_and_total_failures_are_counted_shown_and_exit_non_zero(tmp_path
 
     update_leaderboard([out], tmp_path / "board")
     page = (tmp_path / "board" / "LEADERBOARD.md").read_text()
-    assert "1.00 [1.00, 1.00] n=1/2 (1 failed)" in page  # the 64-token cell
+    assert "1.00 n=1/2 (low n, 1 failed)" in page  # the 64-token cell: one sample, no interval
     assert "RuntimeError: out of memory at 64 tokens (1)" in page
 
     assert _run(out, plugins, "flaky", "--task-arg", "flaky.fail=all") == 0
