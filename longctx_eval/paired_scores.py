@@ -125,7 +125,8 @@ def join(a: Mapping[PairKey, SampleScore], b: Mapping[PairKey, SampleScore], fie
             refused[REFUSED_DESIGN] = refused.get(REFUSED_DESIGN, 0) + 1
         else:
             pairs.append(ka)
-    return Join(pairs, refused, len(ids_a.keys() - ids_b.keys()), len(ids_b.keys() - ids_a.keys()))
+    ordered = {why: refused[why] for why in (REFUSED_CONTEXT, REFUSED_DESIGN) if why in refused}
+    return Join(pairs, ordered, len(ids_a.keys() - ids_b.keys()), len(ids_b.keys() - ids_a.keys()))
 
 
 def paired_differences(

@@ -1,0 +1,139 @@
+"""`longctx-eval compare RUN_A RUN_B` end to end on real run folders.
+
+bm25 and the oracle run retrieval (2K, 8K, synthetic source) and needle; a third bm25 run reads another
+haystack source (same sample ids, other contexts: every pair refused); a copy of bm25's folder claims other
+haystacks for its 8K samples and another question for one 2K sample (those pairs refused, the rest paired).
+Every number `compare` prints is recomputed here from the folders' own scores files.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+from scipy.stats import binomtest
+
+from longctx_eval.cli import main
+from longctx_eval.metrics.paired_tests import holm
+from longctx_eval.paired_scores import REFUSED_CONTEXT, REFUSED_DESIGN
+
+RUN = ["--lengths", "2048,8192", "--seed", "3", "--task-arg", "retrieval.topics=3"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("compare") / "runs"
+    synthetic = ["--task-arg", "retrieval.source=synthetic", "--task-arg", "needle.depths=3"]
+    for model in ("bm25", "oracle"):
+        assert main(["run", "--model", model, "--tasks", "retrieval,needle", *RUN, *synthetic, "--out", str(out)]) == 0
+    assert main(["run", "--model", "bm25?name=bm25-austen", "--tasks", "retrieval", *RUN, "--out", str(out)]) == 0
+    moved = out / "bm25-moved"
+    shutil.copytree(out / "bm25", moved)
+    lines = []
+    for n, line in enumerate((moved / "samples" / "retrieval.jsonl").read_text().splitlines()):
+        rec = json.loads(line)
+        if rec["id"].startswith("L8192-"):
+            rec["context_sha256"] = "0" * 64
+        elif n == 0:
+            rec["question"] += " (reworded)"
+        lines.append(json.dumps(rec))
+    (moved / "samples" / "retrieval.jsonl").write_text("\n".join(lines) + "\n")
+    return out
+
+
+def _scores(run: Path, task: str, field: str) -> dict[str, tuple[int, float]]:
+    recs = map(json.loads, (run / "scores" / f"{task}.jsonl").read_text().splitlines())
+    return {r["id"]: (r["metadata"]["target_tokens"], r["scores"][field]) for r in recs if r["status"] == "ok"}
+
+
+def _compare(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
+    capsys.readouterr()
+    rc = main(["compare", *args])
+    got = capsys.readouterr()
+    assert "Traceback" not in got.err
+    return rc, got.out, got.err.strip()
+
+
+def test_compare_real_runs_text_and_json(runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "cmp.json"
+    rc, text, _ = _compare(capsys, str(runs / "bm25"), str(runs / "oracle"), "--json", str(out))
+    assert rc == 0
+    data = json.loads(out.read_text())
+    assert data["holm_family"] == 3 and data["a"]["model"] == "bm25" and data["b"]["model"] == "oracle"
+    (task,) = data["tasks"]
+    assert task["task"] == "retrieval" and task["metric"] == "recall@5" and task["test"] == "mcnemar-exact"
+    assert task["pairs"] == 18 and task["refused"] == {} and task["only_a"] == task["only_b"] == 0
+    # needle: bm25 reports recall@1 (retrieve), the oracle answers it by generating (score): not comparable
+    (skip,) = data["skipped"]
+    assert skip["task"] == "needle" and "primary metrics differ" in skip["reason"]
+    a, b = _scores(runs / "bm25", "retrieval", "recall@5"), _scores(runs / "oracle", "retrieval", "recall@5")
+    assert a.keys() == b.keys()
+    p_values = []
+    for row in task["rows"]:
+        ids = [i for i in a if row["length"] in (None, a[i][0])]
+        va, vb = np.array([a[i][1] for i in ids]), np.array([b[i][1] for i in ids])
+        assert row["n"] == len(ids) and row["mean_a"] == pytest.approx(va.mean())
+        assert row["difference"] == pytest.approx((va - vb).mean()) and row["mean_b"] == 1.0
+        only_a, only_b = int(((va == 1) & (vb == 0)).sum()), int(((va == 0) & (vb == 1)).sum())
+        want = binomtest(only_a, only_a + only_b, 0.5).pvalue if only_a + only_b else 1.0
+        assert row["p_value"] == pytest.approx(want) and row["b_better"] == only_b
+        lo, hi = row["ci95"]
+        assert lo <= row["difference"] <= hi
+        p_values.append(row["p_value"])
+    assert [r["length"] for r in task["rows"]] == [2048, 8192, None]
+    np.testing.assert_allclose([r["p_holm"] for r in task["rows"]], holm(p_values))
+    assert [r["significant"] for r in task["rows"]] == [p < 0.05 for p in holm(p_values)]
+    # the text table says the same, one row per length and pooled
+    rows = {ln.split()[0]: ln.split() for ln in text.splitlines() if ln.split()[:1] in (["2K"], ["8K"], ["all"])}
+    assert set(rows) == {"2K", "8K", "all"} and rows["all"][1] == "18"
+    assert rows["all"][4] == f"{task['rows'][-1]['difference']:+.3f}" and rows["all"][-1] in ("yes", "no")
+    assert "retrieval (retrieve) · recall@5 · mcnemar-exact · 18 pairs; 0 refused" in text
+    assert "Holm-adjusted over 3 test(s)" in text and "not compared: needle" in text
+    # seeded: the same seed gives the same intervals, another seed may move them, never the point values
+    again = tmp_path / "again.json"
+    assert _compare(capsys, str(runs / "bm25"), str(runs / "oracle"), "--json", str(again))[0] == 0
+    assert json.loads(again.read_text()) == data
+
+
+def test_pairs_of_another_design_are_refused_and_counted(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    rc, text, _ = _compare(capsys, str(runs / "bm25"), str(runs / "bm25-moved"), "--task", "retrieval")
+    assert rc == 0
+    assert f"8 pairs; 9 refused: {REFUSED_CONTEXT}, 1 refused: {REFUSED_DESIGN}" in text
+    lengths = [ln.split()[0] for ln in text.splitlines() if ln.split()[:1] in (["2K"], ["8K"], ["all"])]
+    assert lengths == ["2K", "all"]  # the 8K samples are other haystacks: nothing paired there
+    assert "* one length" in text  # the pooled row is the 2K cell, tested once
+
+
+def test_another_haystack_source_shares_no_sample(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two real runs whose contexts differ for the same ids: compare refuses every pair and says so."""
+    rc, _, err = _compare(capsys, str(runs / "bm25"), str(runs / "bm25-austen"), "--task", "retrieval")
+    assert rc == 2 and len(err.splitlines()) == 1
+    assert "no shared samples (18 refused: same id, another context" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "expect"),
+    [
+        (["{runs}/nowhere", "{runs}/oracle"], "nowhere: not a run folder"),
+        (["{runs}", "{runs}/oracle"], "not a run folder: it holds no run.json"),
+        (["{runs}/bm25", "{runs}/bm25-austen", "--task", "needle"], "task 'needle' is not in"),
+        (["{runs}/bm25", "{runs}/oracle", "--task", "needle"], "the primary metrics differ"),
+        (["{runs}/bm25", "{runs}/oracle", "--task", "nope"], "task 'nope' is not in"),
+    ],
+)
+def test_bad_input_is_one_line_exit_2(
+    runs: Path, capsys: pytest.CaptureFixture[str], args: list[str], expect: str
+) -> None:
+    rc, out, err = _compare(capsys, *(a.format(runs=runs) for a in args))
+    assert rc == 2 and out == "" and len(err.splitlines()) == 1 and expect in err, err
+
+
+def test_run_folder_without_per_sample_scores(runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bare = tmp_path / "bare"
+    shutil.copytree(runs / "oracle", bare)
+    shutil.rmtree(bare / "scores")
+    rc, _, err = _compare(capsys, str(runs / "bm25"), str(bare), "--task", "retrieval")
+    assert rc == 2 and "has no per-sample scores" in err
