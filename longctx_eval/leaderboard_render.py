@@ -16,6 +16,7 @@ from longctx_eval.leaderboard_breakdowns import (
     slice_sections,
 )
 from longctx_eval.leaderboard_details import detail_section
+from longctx_eval.leaderboard_significance import Samples, leader_lines
 from longctx_eval.result_text import DASH, format_cell, length_label
 from longctx_eval.result_text import md_escape as _escape
 from longctx_eval.results import (
@@ -265,12 +266,14 @@ def render_markdown(
     run_links: Mapping[str, str] | None = None,
     notes: Sequence[MergeNote] = (),
     unread: Sequence[tuple[str, str]] = (),
+    samples: Samples | None = None,
 ) -> str:
     """LEADERBOARD.md: per task a model x length table, then notes, skipped tasks and model metadata.
 
     `plots` maps task -> relative PNG path(s), the heatmap first; `run_links` maps model name -> relative
     run-file path; `notes` are the merge's not-shown and replaced results; `unread` the inputs (run files,
-    run folders) that were not merged, with why.
+    run folders) that were not merged, with why; `samples` the per-sample scores of input run folders (per
+    model and board), for the leader vs runner-up test (`leaderboard_significance.py`).
     """
     tasks = task_names(entries)
     lines = [
@@ -284,7 +287,7 @@ def render_markdown(
     for task in tasks:
         mine = [n for n in notes if n.task is not None and board_of(n, tasks) == task]
         placed.update(mine)
-        lines += ["", *_task_section(task, entries, plots.get(task), mine)]
+        lines += ["", *_task_section(task, entries, plots.get(task), mine, samples)]
     rest = [n for n in notes if n not in placed]
     if rest:
         lines += ["", "## Not shown", "", "| model | task | run | why |", "|---|---|---|---|"]
@@ -319,7 +322,11 @@ def _lengths_text(values: Sequence[int]) -> str:
 
 
 def _task_section(
-    task: str, entries: Sequence[RunResult], plots: str | Sequence[str] | None, notes: Sequence[MergeNote]
+    task: str,
+    entries: Sequence[RunResult],
+    plots: str | Sequence[str] | None,
+    notes: Sequence[MergeNote],
+    samples: Samples | None = None,
 ) -> list[str]:
     metric = primary_metric(task, entries)
     if metric is None:
@@ -368,6 +375,7 @@ def _task_section(
                 f"{_escape(entry.model.name)} {result.over_length} over-length, {result.errors} failed "
                 f"of {result.n_samples}"
             )
+    lines += leader_lines(task, models, metric, samples, shared_lengths(task, entries, metric))
     if counts:
         lines += ["", "Over-length and failed samples: " + "; ".join(counts) + "."]
     lines += _failure_lines([(e.model.name, t) for e in models if (t := task_of(e, task)) is not None])

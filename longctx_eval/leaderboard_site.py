@@ -41,9 +41,11 @@ from longctx_eval.leaderboard_render import (
     primary_metric,
     ranked,
     ranking_rule,
+    shared_lengths,
     task_names,
     task_of,
 )
+from longctx_eval.leaderboard_significance import leader_test
 from longctx_eval.paired_scores import PairedDifference, PairKey, SampleScore, paired_differences
 from longctx_eval.result_text import DASH, length_label
 from longctx_eval.results import Coverage, LatencyStats, RunResult, TaskResult, strata_coverage, task_failed
@@ -208,6 +210,10 @@ def task_page(task: str, site: SiteInput, links: Links, notes: Sequence[MergeNot
         parts += _failures(failed)
     else:
         parts += _board_parts(task, entries, metric, links)
+        lead = leader_test(
+            task, ranked(task, entries, metric), metric, site.samples, shared_lengths(task, entries, metric)
+        )
+        parts += [f'<p class="leader">{escape(lead.sentence())}</p>'] if lead is not None else []
     parts += _warnings(task, entries)
     if notes:
         title = {"not_shown": "Not shown", "replaced": "Replaced", "other_model": "Not shown"}

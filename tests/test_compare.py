@@ -17,10 +17,10 @@ import pytest
 from scipy.stats import binomtest
 
 from longctx_eval.cli import main
-from longctx_eval.metrics.paired_tests import holm
+from longctx_eval.metrics.paired_tests import holm, sign_flip
 from longctx_eval.paired_scores import REFUSED_CONTEXT, REFUSED_DESIGN
 
-RUN = ["--lengths", "2048,8192", "--seed", "3", "--task-arg", "retrieval.topics=3"]
+RUN = ["--lengths", "2048,8192", "--seed", "3", "--task-arg", "retrieval.topics=10"]
 
 
 @pytest.fixture(scope="module")
@@ -64,22 +64,27 @@ def test_compare_real_runs_text_and_json(runs: Path, tmp_path: Path, capsys: pyt
     data = json.loads(out.read_text())
     assert data["holm_family"] == 3 and data["a"]["model"] == "bm25" and data["b"]["model"] == "oracle"
     (task,) = data["tasks"]
-    assert task["task"] == "retrieval" and task["metric"] == "recall@5" and task["test"] == "mcnemar-exact"
-    assert task["pairs"] == 18 and task["refused"] == {} and task["only_a"] == task["only_b"] == 0
+    assert task["task"] == "retrieval" and task["metric"] == "recall@5"
+    assert task["pairs"] == 60 and task["refused"] == {} and task["only_a"] == task["only_b"] == 0
     # needle: bm25 reports recall@1 (retrieve), the oracle answers it by generating (score): not comparable
     (skip,) = data["skipped"]
     assert skip["task"] == "needle" and "primary metrics differ" in skip["reason"]
     a, b = _scores(runs / "bm25", "retrieval", "recall@5"), _scores(runs / "oracle", "retrieval", "recall@5")
     assert a.keys() == b.keys()
+    binary = all(v[1] in (0.0, 1.0) for v in [*a.values(), *b.values()])
+    assert task["test"] == ("mcnemar-exact" if binary else "sign-flip")
     p_values = []
     for row in task["rows"]:
         ids = [i for i in a if row["length"] in (None, a[i][0])]
         va, vb = np.array([a[i][1] for i in ids]), np.array([b[i][1] for i in ids])
         assert row["n"] == len(ids) and row["mean_a"] == pytest.approx(va.mean())
         assert row["difference"] == pytest.approx((va - vb).mean()) and row["mean_b"] == 1.0
-        only_a, only_b = int(((va == 1) & (vb == 0)).sum()), int(((va == 0) & (vb == 1)).sum())
-        want = binomtest(only_a, only_a + only_b, 0.5).pvalue if only_a + only_b else 1.0
-        assert row["p_value"] == pytest.approx(want) and row["b_better"] == only_b
+        if binary:  # McNemar's exact test is the binomial test of the discordant pairs
+            only_a, only_b = int(((va == 1) & (vb == 0)).sum()), int(((va == 0) & (vb == 1)).sum())
+            want = binomtest(only_a, only_a + only_b, 0.5).pvalue if only_a + only_b else 1.0
+        else:
+            want = sign_flip(va - vb, seed=0)
+        assert row["p_value"] == pytest.approx(want) and row["b_better"] == int((vb > va).sum())
         lo, hi = row["ci95"]
         assert lo <= row["difference"] <= hi
         p_values.append(row["p_value"])
@@ -88,9 +93,9 @@ def test_compare_real_runs_text_and_json(runs: Path, tmp_path: Path, capsys: pyt
     assert [r["significant"] for r in task["rows"]] == [p < 0.05 for p in holm(p_values)]
     # the text table says the same, one row per length and pooled
     rows = {ln.split()[0]: ln.split() for ln in text.splitlines() if ln.split()[:1] in (["2K"], ["8K"], ["all"])}
-    assert set(rows) == {"2K", "8K", "all"} and rows["all"][1] == "18"
+    assert set(rows) == {"2K", "8K", "all"} and rows["all"][1] == "60"
     assert rows["all"][4] == f"{task['rows'][-1]['difference']:+.3f}" and rows["all"][-1] in ("yes", "no")
-    assert "retrieval (retrieve) · recall@5 · mcnemar-exact · 18 pairs; 0 refused" in text
+    assert f"retrieval (retrieve) · recall@5 · {task['test']} · 60 pairs; 0 refused" in text
     assert "Holm-adjusted over 3 test(s)" in text and "not compared: needle" in text
     # seeded: the same seed gives the same intervals, another seed may move them, never the point values
     again = tmp_path / "again.json"
@@ -101,7 +106,7 @@ def test_compare_real_runs_text_and_json(runs: Path, tmp_path: Path, capsys: pyt
 def test_pairs_of_another_design_are_refused_and_counted(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, text, _ = _compare(capsys, str(runs / "bm25"), str(runs / "bm25-moved"), "--task", "retrieval")
     assert rc == 0
-    assert f"8 pairs; 9 refused: {REFUSED_CONTEXT}, 1 refused: {REFUSED_DESIGN}" in text
+    assert f"29 pairs; 30 refused: {REFUSED_CONTEXT}, 1 refused: {REFUSED_DESIGN}" in text
     lengths = [ln.split()[0] for ln in text.splitlines() if ln.split()[:1] in (["2K"], ["8K"], ["all"])]
     assert lengths == ["2K", "all"]  # the 8K samples are other haystacks: nothing paired there
     assert "* one length" in text  # the pooled row is the 2K cell, tested once
@@ -111,7 +116,7 @@ def test_another_haystack_source_shares_no_sample(runs: Path, capsys: pytest.Cap
     """Two real runs whose contexts differ for the same ids: compare refuses every pair and says so."""
     rc, _, err = _compare(capsys, str(runs / "bm25"), str(runs / "bm25-austen"), "--task", "retrieval")
     assert rc == 2 and len(err.splitlines()) == 1
-    assert "no shared samples (18 refused: same id, another context" in err
+    assert "no shared samples (60 refused: same id, another context" in err
 
 
 @pytest.mark.parametrize(
@@ -137,3 +142,51 @@ def test_run_folder_without_per_sample_scores(runs: Path, tmp_path: Path, capsys
     shutil.rmtree(bare / "scores")
     rc, _, err = _compare(capsys, str(runs / "bm25"), str(bare), "--task", "retrieval")
     assert rc == 2 and "has no per-sample scores" in err
+
+
+def test_leaderboard_says_whether_the_leader_is_significantly_ahead(runs: Path, tmp_path: Path) -> None:
+    """From run folders: the retrieval board's leader (the oracle) against the runner-up (bm25), paired on
+    every shared sample, with the p-value recomputed here; from run copies alone: not testable."""
+    from longctx_eval.leaderboard import update_leaderboard
+
+    inputs = [runs / "bm25", runs / "oracle"]
+    update_leaderboard(inputs, tmp_path / "board", site=tmp_path / "site")
+    page = (tmp_path / "board" / "LEADERBOARD.md").read_text()
+    section = page.split("## retrieval", 1)[1].split("\n## ", 1)[0]
+    a, b = _scores(runs / "oracle", "retrieval", "recall@5"), _scores(runs / "bm25", "retrieval", "recall@5")
+    va, vb = np.array([a[i][1] for i in sorted(a)]), np.array([b[i][1] for i in sorted(a)])
+    only_a, only_b = int(((va == 1) & (vb < 1)).sum()), int(((va < 1) & (vb == 1)).sum())
+    binary = all(v in (0.0, 1.0) for v in [*va, *vb])
+    p = binomtest(only_a, only_a + only_b, 0.5).pvalue if binary else sign_flip(va - vb, seed=0)
+    verdict = "Yes" if (va - vb).mean() > 0 and p < 0.05 else "No"
+    assert f"Is oracle significantly ahead of the runner-up bm25? {verdict}: {(va - vb).mean():+.3f} [" in section
+    assert "on 60 shared samples (2K, 8K)" in section and (f"p = {p:.3f}" in section or f"p = {p:.1e}" in section)
+    site = (tmp_path / "site" / "task-retrieval.html").read_text()
+    assert "Is oracle significantly ahead of the runner-up bm25?" in site
+    # needle: bm25 (retrieve) and the oracle (generate) are two boards with one model each: no line
+    assert "significantly ahead" not in page.split("## needle", 1)[1].split("\n## ", 1)[0]
+    # the same board rebuilt from its run copies only: no per-sample scores, said so
+    copies = tmp_path / "copies"
+    update_leaderboard([tmp_path / "board" / "runs"], copies)
+    again = (copies / "LEADERBOARD.md").read_text().split("## retrieval", 1)[1].split("\n## ", 1)[0]
+    assert "Is oracle significantly ahead of the runner-up bm25? Not testable: no per-sample scores" in again
+
+
+def test_leader_test_refuses_other_designs(runs: Path) -> None:
+    """bm25 against its copy whose 8K samples name other haystacks: at 8K nothing is testable, at 2K the 29
+    pairs of one design are (the reworded question refused)."""
+    from longctx_eval.leaderboard_significance import leader_test
+    from longctx_eval.paired_scores import sample_scores
+    from longctx_eval.results import read_run
+
+    ranked = [read_run(runs / name / "run.json") for name in ("bm25", "bm25-moved")]
+    ranked[1] = ranked[1].model_copy(update={"model": ranked[1].model.model_copy(update={"name": "moved"})})
+    samples = {
+        "bm25": {"retrieval": sample_scores(runs / "bm25", "retrieval")},
+        "moved": {"retrieval": sample_scores(runs / "bm25-moved", "retrieval")},
+    }
+    at_8k = leader_test("retrieval", ranked, "recall@5", samples, [8192])
+    assert at_8k is not None and "no shared samples at the ranking lengths (31 refused" in at_8k.sentence()
+    both = leader_test("retrieval", ranked, "recall@5", samples)
+    assert both is not None and both.n == 29 and both.refused == 31 and both.difference == 0 and not both.ahead
+    assert "No: +0.000" in both.sentence() and "31 pair(s) of another design refused" in both.sentence()
