@@ -190,3 +190,53 @@ def test_leader_test_refuses_other_designs(runs: Path) -> None:
     both = leader_test("retrieval", ranked, "recall@5", samples)
     assert both is not None and both.n == 29 and both.refused == 31 and both.difference == 0 and not both.ahead
     assert "No: +0.000" in both.sentence() and "31 pair(s) of another design refused" in both.sentence()
+
+
+def test_other_seed_moves_only_the_resampled_numbers(runs: Path, tmp_path: Path) -> None:
+    from longctx_eval.run_comparison import compare_runs, to_json
+
+    zero = to_json(compare_runs(runs / "bm25", runs / "oracle", ["retrieval"], seed=0))
+    one = to_json(compare_runs(runs / "bm25", runs / "oracle", ["retrieval"], seed=1))
+    assert one["seed"] == 1
+    for r0, r1 in zip(zero["tasks"][0]["rows"], one["tasks"][0]["rows"], strict=True):
+        assert {k: v for k, v in r0.items() if k != "ci95"} == {k: v for k, v in r1.items() if k != "ci95"}
+
+
+def _simulated_folder(template: Path, out: Path, correct: np.ndarray) -> Path:
+    """`template`'s run folder with its retrieval samples and scores replaced by len(correct) simulated 0/1
+    recall@5 values at 8K (the same simulated contexts in every folder made from it)."""
+    shutil.copytree(template, out)
+    samples, scores = [], []
+    for i, value in enumerate(correct):
+        sid = f"L8192-sim{i:03d}"
+        samples.append({"id": sid, "question": f"q{i}", "gold": {"i": i}, "context_sha256": f"{i:064x}"})
+        meta = {"target_tokens": 8192}
+        scores.append({"id": sid, "status": "ok", "metadata": meta, "scores": {"recall@5": float(value)}})
+    (out / "samples" / "retrieval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in samples))
+    (out / "scores" / "retrieval.jsonl").write_text("".join(json.dumps(r) + "\n" for r in scores))
+    return out
+
+
+def test_compare_on_simulated_runs_with_a_known_effect(runs: Path, tmp_path: Path) -> None:
+    """The `compare` path on folders of simulated scores (accuracy 0.6 vs 0.5 at n=200, paired as in
+    test_paired_tests.py's 500-simulation power test): its p is McNemar's exact p of the same discordant
+    pairs, and across 20 simulated pairs it detects the effect about as often as that test's power says."""
+    from longctx_eval.metrics.paired_tests import mcnemar_exact
+    from longctx_eval.run_comparison import compare_runs
+
+    rng = np.random.default_rng(5)
+    detected = 0
+    for sim in range(20):
+        u, own_a, own_b = rng.random(200), rng.random(200), rng.random(200)
+        shared = rng.random(200) < 0.7
+        a = (np.where(shared, u, own_a) < 0.6).astype(float)
+        b = (np.where(shared, u, own_b) < 0.5).astype(float)
+        fa = _simulated_folder(runs / "bm25", tmp_path / f"a{sim}", a)
+        fb = _simulated_folder(runs / "bm25", tmp_path / f"b{sim}", b)
+        (task,) = compare_runs(fa, fb, ["retrieval"]).tasks
+        row = task.rows[0]
+        assert task.test == "mcnemar-exact" and row.n == 200 and len(task.joined.pairs) == 200
+        want = mcnemar_exact(int(((a == 1) & (b == 0)).sum()), int(((a == 0) & (b == 1)).sum()))
+        assert row.p_value == pytest.approx(want) and task.holm[0] == pytest.approx(want)
+        detected += task.holm[0] < 0.05
+    assert detected >= 13  # power ~0.84: 20 draws fall below 13 with probability < 1%
