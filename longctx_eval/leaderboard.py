@@ -238,13 +238,14 @@ def update_leaderboard(
         if (out_dir / RUNS_DIR / run_copy_name(e)).is_file()
     }
     unread = [(str(p), why) for p, why in [*report.skipped, *report.unfinished]]
-    atomic_write_text(markdown_path, render_markdown(entries, updated, links, run_links, notes, unread, min_n))
+    samples = _samples_of(entries, runs)
+    atomic_write_text(markdown_path, render_markdown(entries, updated, links, run_links, notes, unread, min_n, samples))
     report.written.append(markdown_path)
     if site is not None:
         from longctx_eval.leaderboard_site import SiteInput, write_site
 
         shown = SiteInput(
-            samples=_samples_of(entries, runs),
+            samples=samples,
             entries=entries,
             updated=updated,
             plots={task: [out_dir / rel for rel in paths] for task, paths in links.items()},

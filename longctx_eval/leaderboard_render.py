@@ -20,6 +20,7 @@ from longctx_eval.leaderboard_breakdowns import (
 from longctx_eval.leaderboard_details import detail_section
 from longctx_eval.leaderboard_noise import FLOOR_LEGEND, floor_cells, resolution_cells, unit_metric
 from longctx_eval.leaderboard_serving import serving_sections
+from longctx_eval.leaderboard_significance import Samples, leader_lines
 from longctx_eval.result_text import DASH, format_cell, length_label
 from longctx_eval.result_text import md_escape as _escape
 from longctx_eval.results import (
@@ -395,12 +396,14 @@ def render_markdown(
     notes: Sequence[MergeNote] = (),
     unread: Sequence[tuple[str, str]] = (),
     min_n: int = DEFAULT_MIN_N,
+    samples: Samples | None = None,
 ) -> str:
     """LEADERBOARD.md: per task a model x length table, then notes, skipped tasks and model metadata.
 
     `plots` maps task -> relative PNG path(s), the heatmap first; `run_links` maps model name -> relative
     run-file path; `notes` are the merge's not-shown and replaced results; `unread` the inputs (run files,
-    run folders) that were not merged, with why.
+    run folders) that were not merged, with why; `samples` the per-sample scores of input run folders (per
+    model and board), for the leader vs runner-up test (`leaderboard_significance.py`).
     """
     tasks = task_names(entries)
     lines = [
@@ -416,7 +419,7 @@ def render_markdown(
     for task in tasks:
         mine = [n for n in notes if n.task is not None and board_of(n, tasks) == task]
         placed.update(mine)
-        lines += ["", *_task_section(task, entries, plots.get(task), mine, min_n)]
+        lines += ["", *_task_section(task, entries, plots.get(task), mine, min_n, samples)]
     rest = [n for n in notes if n not in placed]
     if rest:
         lines += ["", "## Not shown", "", "| model | task | run | why |", "|---|---|---|---|"]
@@ -456,6 +459,7 @@ def _task_section(
     plots: str | Sequence[str] | None,
     notes: Sequence[MergeNote],
     min_n: int = DEFAULT_MIN_N,
+    samples: Samples | None = None,
 ) -> list[str]:
     metric = primary_metric(task, entries)
     if metric is None:
@@ -495,6 +499,8 @@ def _task_section(
         for name, result in board
         if result.over_length or result.errors
     ]
+    rk = view.ranking
+    lines += leader_lines(task, rk.ranked, metric, samples, [] if rk.pooled else rk.lengths)
     if counts:
         lines += ["", "Over-length and failed samples: " + "; ".join(counts) + "."]
     lines += _failure_lines(board)

@@ -40,6 +40,7 @@ from longctx_eval.leaderboard_render import (
     task_of,
 )
 from longctx_eval.leaderboard_serving import serving_sections
+from longctx_eval.leaderboard_significance import leader_test
 from longctx_eval.paired_scores import PairedDifference, PairKey, SampleScore, paired_differences
 from longctx_eval.result_text import DASH, length_label
 from longctx_eval.results import Coverage, LatencyStats, RunResult, TaskResult, strata_coverage, task_failed
@@ -207,6 +208,9 @@ def task_page(task: str, site: SiteInput, links: Links, notes: Sequence[MergeNot
         parts += _failures(failed)
     else:
         parts += _board_parts(task, entries, metric, links, site.min_n)
+        rk = ranking(task, entries, metric, site.min_n)
+        lead = leader_test(task, rk.ranked, metric, site.samples, [] if rk.pooled else rk.lengths)
+        parts += [f'<p class="leader">{escape(lead.sentence())}</p>'] if lead is not None else []
     parts += _warnings(task, entries)
     if notes:
         title = {"not_shown": "Not shown", "replaced": "Replaced", "other_model": "Not shown"}
