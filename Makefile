@@ -43,8 +43,13 @@ $(VENV)/.api-installed: $(VENV)/.installed pyproject.toml constraints.txt
 	touch $@
 
 # lm-evaluation-harness and inspect_ai (the `interop` extra), for the tests that run our exported tasks in them.
+# inspect-ai 0.3.285 needs fsspec<=2026.6.0 and, through s3fs/aiobotocore, python-dateutil<3: those two pins of
+# constraints.txt are replaced (both versions are inside every other installed package's range; pip resolved it).
+INTEROP_PINS := fsspec==2026.6.0 python-dateutil==2.9.0.post0
 $(VENV)/.interop-installed: $(VENV)/.installed pyproject.toml constraints.txt
-	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[interop]'
+	grep -v -E '^(fsspec|python-dateutil)==' constraints.txt > $(VENV)/interop-constraints.txt
+	printf '%s\n' $(INTEROP_PINS) >> $(VENV)/interop-constraints.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check -c $(VENV)/interop-constraints.txt -e '.[interop]'
 	touch $@
 
 # The leaderboard site's browser test drives Debian's headless chromium through chromium-driver: installed here
