@@ -40,7 +40,9 @@ DATASET = {dataset!r}
 LENGTHS = {lengths!r}
 FIELDS = {fields!r}
 VERSION = {version!r}
-GREEDY = GenerateConfig(temperature=0.0, top_p=1.0, seed=0, extra_body={{"continue_final_message": True}})
+# greedy; the answer prefix (a final assistant message) is continued, as inspect's vllm provider asks vLLM to
+CONTINUE = {{"add_generation_prompt": False, "continue_final_message": True}}
+GREEDY = GenerateConfig(temperature=0.0, top_p=1.0, seed=0, extra_body=CONTINUE)
 _SAMPLES = {{}}  # sample id -> the task's Sample, for the scorer
 
 
