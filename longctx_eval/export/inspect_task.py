@@ -99,8 +99,8 @@ def longctx_{task}():
         solver=continue_answer_prefix(),
         scorer=longctx_scorer(),
         config=GREEDY,
-        version=0,
-        metadata={{"longctx_eval_task": TASK, "longctx_eval_version": VERSION, "dataset": DATASET}},
+        version=VERSION,  # the longctx-eval task's version
+        metadata={{"longctx_eval_task": TASK, "dataset": DATASET}},
     )
 '''
 
