@@ -42,6 +42,16 @@ $(VENV)/.api-installed: $(VENV)/.installed pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[api-test]'
 	touch $@
 
+# lm-evaluation-harness and inspect_ai (the `interop` extra), for the tests that run our exported tasks in them.
+# inspect-ai 0.3.285 needs fsspec<=2026.6.0 and, through s3fs/aiobotocore, python-dateutil<3: those two pins of
+# constraints.txt are replaced (both versions are inside every other installed package's range; pip resolved it).
+INTEROP_PINS := fsspec==2026.6.0 python-dateutil==2.9.0.post0
+$(VENV)/.interop-installed: $(VENV)/.installed pyproject.toml constraints.txt
+	grep -v -E '^(fsspec|python-dateutil)==' constraints.txt > $(VENV)/interop-constraints.txt
+	printf '%s\n' $(INTEROP_PINS) >> $(VENV)/interop-constraints.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check -c $(VENV)/interop-constraints.txt -e '.[interop]'
+	touch $@
+
 # The leaderboard site's browser test drives Debian's headless chromium through chromium-driver: installed here
 # once when running as root with apt (CI); elsewhere, without them, that one test is skipped and says why.
 browser:
@@ -49,7 +59,7 @@ browser:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
 		|| echo "chromium could not be installed: the leaderboard site's browser test will be skipped"; fi
 
-test: venv $(VENV)/.api-installed browser
+test: venv $(VENV)/.api-installed $(VENV)/.interop-installed browser
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
 
 lint: venv

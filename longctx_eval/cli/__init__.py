@@ -22,6 +22,7 @@ for _name in ("run", "tasks", "score", "compare", "leaderboard", "validate", "sc
 COMMANDS.register("serve", "longctx_eval.cli.serve", source="longctx_eval.cli")
 COMMANDS.register("fault-proxy", "longctx_eval.cli.fault_proxy", source="longctx_eval.cli")
 COMMANDS.register("load", "longctx_eval.cli.load", source="longctx_eval.cli")
+COMMANDS.register("export", "longctx_eval.cli.export", source="longctx_eval.cli")
 
 
 def build_parser() -> argparse.ArgumentParser:
