@@ -92,7 +92,7 @@ def test_an_out_that_is_not_a_python_file_is_refused(cross_dataset, tmp_path, ca
     assert "expected a .py file for inspect_ai" in capsys.readouterr().err
 
 
-@pytest.mark.slow  # measured here (2 cores shared by 5 jobs): 97 s of inspect, after serve starts and the fixtures
+@pytest.mark.interop  # measured here (2 cores shared by 5 jobs): 97 s of inspect, after serve starts and the fixtures
 def test_inspect_against_serve_reproduces_our_replies_and_scores(
     interop_datasets,  # noqa: F811
     interop_ours,  # noqa: F811
