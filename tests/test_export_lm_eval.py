@@ -115,7 +115,7 @@ def test_lm_eval_loads_our_prompts_budgets_and_scorer(cross_dataset, tmp_path): 
         assert task.process_results(doc, [gold])["score"] == 1.0
 
 
-@pytest.mark.interop  # measured here (2 cores shared by 5 jobs): 98 s of lm-eval after 221 s of fixtures (builds, our run)
+@pytest.mark.interop  # measured here (2 shared cores): 98 s of lm-eval after 221 s of fixtures (builds, our run)
 def test_lm_eval_hf_reproduces_our_replies_and_scores(interop_datasets, interop_ours, tmp_path):  # noqa: F811
     lm_eval = pytest.importorskip("lm_eval", reason="lm-eval is the `interop` extra (`make test` installs it)")
     from lm_eval.tasks import TaskManager
