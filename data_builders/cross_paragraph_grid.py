@@ -12,6 +12,7 @@ from typing import Any
 from data_builders.cross_paragraph_docs import FactDoc, build_fact_pair
 from data_builders.cross_paragraph_facts import MAX_HOPS, FactChain, check_hops, invented_words, make_chain
 from data_builders.haystack import HaystackSource, haystack_text
+from data_builders.prompt_budget import PROMPT_RESERVE, context_tokens
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.sample import RetrievalParams, Sample
@@ -23,10 +24,6 @@ MAX_NEW_TOKENS = 16
 RETRIEVAL = RetrievalParams(chunk_tokens=128, chunk_overlap=16, k=10)
 RECALL_KS = (1, 3, 5, 10)
 RETRIEVAL_PRIMARY_K = 5
-PROMPT_RESERVE = 192
-"""Tokens of a length kept for the prompt around the context (instructions, question, chat template, answer
-prefix, generation budget): the context is `length - reserve` tokens, so a model whose window is the length
-(SmolLM2 at 8192) still reads the whole prompt."""
 DISTANCE_LADDER = tuple(128 * 2**k for k in range(14))
 """Target tokens between consecutive facts: 128, 256, 512, ... 1M; the same buckets at every length."""
 FIT_SHARE = 0.75
@@ -47,17 +44,6 @@ def int_list(text: str, name: str) -> tuple[int, ...]:
     if len(set(values)) != len(values):
         raise ConfigError(f"{name}: {text!r} repeats a value; expected each once")
     return values
-
-
-def context_tokens(length: int, reserve: int = PROMPT_RESERVE) -> int:
-    """The context's exact length in tokens for a target length: the length less the prompt reserve."""
-    n = length - reserve
-    if n < 256:
-        raise ConfigError(
-            f"length {length}: the context would be {n} tokens after the {reserve}-token prompt "
-            f"reserve; expected a length of at least {reserve + 256}"
-        )
-    return n
 
 
 def distances_for(
