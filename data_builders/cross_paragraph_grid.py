@@ -26,6 +26,8 @@ RECALL_KS = (1, 3, 5, 10)
 RETRIEVAL_PRIMARY_K = 5
 DISTANCE_LADDER = tuple(128 * 2**k for k in range(14))
 """Target tokens between consecutive facts: 128, 256, 512, ... 1M; the same buckets at every length."""
+MIN_CONTEXT = 256
+"""The shortest context the grid builds (its distance ladder starts at 128 tokens between facts)."""
 FIT_SHARE = 0.75
 """A distance is used at a length when the longest chain's facts, that far apart, span at most this share of
 the context: (max hops - 1) x distance <= FIT_SHARE x context tokens (so the chain's start can still vary)."""
@@ -50,7 +52,7 @@ def distances_for(
     length: int, max_hops: int, reserve: int = PROMPT_RESERVE, ladder: Sequence[int] = DISTANCE_LADDER
 ) -> list[int]:
     """The ladder's distances whose longest chain fits a length (see FIT_SHARE), smallest first."""
-    budget = FIT_SHARE * context_tokens(length, reserve)
+    budget = FIT_SHARE * context_tokens(length, reserve, MIN_CONTEXT)
     return [d for d in sorted(ladder) if (max_hops - 1) * d <= budget]
 
 
@@ -218,7 +220,7 @@ def cross_cells(
     if isinstance(per_cell, bool) or not isinstance(per_cell, int) or per_cell < 1:
         raise ConfigError(f"per_cell: expected a positive integer, got {per_cell!r}")
     for length in lengths:
-        n = context_tokens(length, reserve)
+        n = context_tokens(length, reserve, MIN_CONTEXT)
         distances = distances_for(length, max(hops), reserve, ladder)
         if not distances:
             raise ConfigError(

@@ -136,7 +136,12 @@ def build_cell(
     `length` is the whole prompt budget: the context is exactly `length - reserve` tokens (`prompt_budget`)."""
     hseed = haystack_seed(seed, length, hay_index)
     n_context = context_tokens(length, reserve)
-    doc = insert_sentences(source, tokenizer, n_context, [(n.text, n.depth) for n in needles], seed=hseed)
+    try:
+        doc = insert_sentences(source, tokenizer, n_context, [(n.text, n.depth) for n in needles], seed=hseed)
+    except DataError as exc:
+        raise DataError(
+            f"length {length} (a {n_context}-token context after the {reserve}-token reserve): {exc}"
+        ) from None
     placed = tuple(
         {
             "text": n.text,

@@ -12,6 +12,7 @@ from data_builders.haystack import HaystackSource
 from data_builders.lexical_overlap import Overlap, measure_overlaps
 from data_builders.needle_insertion import MAGIC_TEMPLATES, NeedleDoc, build_needle_doc
 from data_builders.prompt_budget import PROMPT_RESERVE, context_tokens
+from longctx_eval.errors import DataError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.sample import RetrievalParams, Sample
 from longctx_eval.text.tokenizer import Tokenizer
@@ -136,7 +137,12 @@ def needle_cells(
             for i, depth in enumerate(depth_grid(depths)):
                 rng = cell_rng(seed, length, depth, rep)
                 template = MAGIC_TEMPLATES[value_kind_of(i, rep)]
-                doc = build_needle_doc(source, tokenizer, n, depth, rng, template=template, haystack_seed=hseed)
+                try:
+                    doc = build_needle_doc(source, tokenizer, n, depth, rng, template=template, haystack_seed=hseed)
+                except DataError as exc:
+                    raise DataError(
+                        f"length {length} (a {n}-token context after the {reserve}-token reserve): {exc}"
+                    ) from None
                 (overlap,) = measure_overlaps([doc.question], doc.context, [(doc.needle_start, doc.needle_end)])
                 budget = answer_budget(tokenizer, [doc.value])
                 yield NeedleCell(sample_id(length, depth, rep), length, depth, rep, seed, doc, budget, overlap)
