@@ -143,7 +143,18 @@ def _records(run_dir: Path) -> list[dict]:
 
 
 def test_device_cpu_writes_the_same_predictions_as_the_default(tmp_path, tiny_llama_dir):
-    args = ["--tasks", "needle", "--lengths", "256", "--limit", "3", "--out", str(tmp_path)]
+    args = [
+        "--tasks",
+        "needle",
+        "--lengths",
+        "256",
+        "--task-arg",
+        "needle.reserve=0",
+        "--limit",
+        "3",
+        "--out",
+        str(tmp_path),
+    ]
     assert main(["run", "--model", f"hf:{tiny_llama_dir}", *args]) == 0
     assert main(["run", "--model", f"hf:{tiny_llama_dir}?device=cpu&name=on-cpu", *args]) == 0
     default, cpu = _records(tmp_path / tiny_llama_dir.name), _records(tmp_path / "on-cpu")

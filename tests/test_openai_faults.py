@@ -31,7 +31,21 @@ REASON = {"429": "429", "500": "5xx", "truncate": "invalid_json", "drop": "broke
 
 
 def run_needle(out: Path, spec: str, limit: int) -> Path:
-    argv = ["run", "--model", spec, "--tasks", "needle", "--lengths", "256", "--limit", str(limit), "--out", str(out)]
+    argv = [
+        "run",
+        "--model",
+        spec,
+        "--tasks",
+        "needle",
+        "--lengths",
+        "256",
+        "--task-arg",
+        "needle.reserve=0",
+        "--limit",
+        str(limit),
+        "--out",
+        str(out),
+    ]
     assert main(argv) == 0
     return out / parse_spec(spec).name
 
