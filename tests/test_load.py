@@ -9,6 +9,7 @@ import time
 
 import pytest
 from servers import LLAMA_MODEL, SERVE_MODEL, http_json, root
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.load_test.report import figure, table
@@ -159,21 +160,7 @@ def test_cache_scenarios_distinct_suite_and_hit(serve_hf, tmp_path, capsys):
     assert len(hit.requests) == 1
 
     out = tmp_path / "hit.json"
-    args = [
-        "load",
-        "--model",
-        spec,
-        "--tasks",
-        "needle",
-        "--lengths",
-        "256",
-        "--task-arg",
-        "needle.reserve=0",
-        "--limit",
-        "2",
-        "--warmup",
-        "0",
-    ]
+    args = ["load", "--model", spec, *tiny_needle("256"), "--limit", "2", "--warmup", "0"]
     args += ["--task-arg", "needle.source=synthetic", "--concurrency", "1", "--max-requests", "2"]
     assert main([*args, "--cache", "hit", "--out", str(out)]) == 0
     record = json.loads(out.read_text())

@@ -11,6 +11,7 @@ import zlib
 
 import numpy as np
 import pytest
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from data_builders import AustenSource, HaystackSource, assemble, build_needle_doc, get_source
 from data_builders.fetch_prose import main as fetch_main
@@ -178,24 +179,7 @@ def test_length_smaller_than_the_question(austen, minilm_tokenizer, tmp_path, ca
         build_needle_doc(austen, minilm_tokenizer, 30, 0.5, random.Random(0))
     from longctx_eval.cli import main
 
-    assert (
-        main(
-            [
-                "run",
-                "--model",
-                "oracle",
-                "--tasks",
-                "needle",
-                "--lengths",
-                "16",
-                "--task-arg",
-                "needle.reserve=0",
-                "--out",
-                str(tmp_path),
-            ]
-        )
-        != 0
-    )
+    assert main(["run", "--model", "oracle", *tiny_needle("16"), "--out", str(tmp_path)]) != 0
     err = capsys.readouterr().err
     assert "too small for a needle" in err and "Traceback" not in err
 
