@@ -88,7 +88,7 @@ def test_limit_is_stratified_over_depths(tmp_path):
 
 def test_task_args_from_cli_and_suite_are_checked_recorded_and_hashed(tmp_path, capsys):
     out = tmp_path / "r"
-    common = ["--model", "oracle", *tiny_needle("256"), "--limit", "1"]
+    common = ["--model", "oracle", "--tasks", "needle", "--lengths", "512", "--limit", "1"]  # default reserve
     assert _run(out / "a", *common) == 0
     assert _run(out / "b", *common, "--task-arg", "needle.source=synthetic", "--task-arg", "needle.depths=3") == 0
     a, b = _run_file(out / "a", "oracle")["tasks"][0], _run_file(out / "b", "oracle")["tasks"][0]
@@ -106,7 +106,7 @@ def test_task_args_from_cli_and_suite_are_checked_recorded_and_hashed(tmp_path, 
     assert not (out / "c" / "oracle").exists()  # nothing ran
 
     suite = tmp_path / "s.toml"
-    suite.write_text('[oracle]\nneedle = { lengths = [256], limit = 1, args = { source = "synthetic", depths = 3 } }\n')
+    suite.write_text('[oracle]\nneedle = { lengths = [512], limit = 1, args = { source = "synthetic", depths = 3 } }\n')
     assert main(["run", "--suite", str(suite), "--out", str(out / "d")]) == 0
     assert _run_file(out / "d", "oracle")["tasks"][0]["config_hash"] == b["config_hash"]
     suite.write_text("[oracle]\nneedle = { args = { colour = 1 } }\n")
