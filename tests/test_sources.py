@@ -11,7 +11,6 @@ import zlib
 
 import numpy as np
 import pytest
-from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from data_builders import AustenSource, HaystackSource, assemble, build_needle_doc, get_source
 from data_builders.fetch_prose import main as fetch_main
@@ -179,9 +178,10 @@ def test_length_smaller_than_the_question(austen, minilm_tokenizer, tmp_path, ca
         build_needle_doc(austen, minilm_tokenizer, 30, 0.5, random.Random(0))
     from longctx_eval.cli import main
 
-    assert main(["run", "--model", "oracle", *tiny_needle("16"), "--out", str(tmp_path)]) != 0
-    err = capsys.readouterr().err
-    assert "too small for a needle" in err and "Traceback" not in err
+    assert main(["run", "--model", "oracle", "--tasks", "needle", "--lengths", "16", "--out", str(tmp_path)]) != 0
+    err = capsys.readouterr().err  # needle v5: the length is the prompt budget, checked before any needle
+    assert "length 16: the context would be -176 tokens after the 192-token prompt reserve" in err
+    assert "Traceback" not in err
 
 
 def test_tokenizer_that_cannot_load_offline(monkeypatch):
