@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.cli.run import EXIT_TASK_FAILED
@@ -217,7 +218,7 @@ def test_a_served_run_against_a_closed_port_fails_then_resumes(serve_hf, tmp_pat
     port, out = free_port(), tmp_path / "results"
     options = "tokenizer=smollm2-135m&max_length=8192&max_in_flight=1&max_attempts=2&backoff_base=0.05&backoff_cap=0.1"
     spec = f"openai:{SERVE_MODEL}@http://127.0.0.1:{port}/v1?{options}&name=served"
-    argv = ["run", "--model", spec, "--tasks", "needle", "--lengths", "256", "--limit", "2", "--out", str(out)]
+    argv = ["run", "--model", spec, *tiny_needle("256"), "--limit", "2", "--out", str(out)]
     down = FaultProxy(f"http://127.0.0.1:{free_port()}", schedule="seq:ok").start(port=port)
     try:
         assert main(argv) == EXIT_TASK_FAILED
@@ -251,7 +252,7 @@ def test_a_served_model_whose_port_is_closed_at_load_is_named_on_the_page(tmp_pa
 
     out = tmp_path / "results"
     spec = f"openai:smollm2-135m@http://127.0.0.1:{free_port()}/v1?tokenizer=smollm2-135m&max_length=4096&name=down"
-    argv = ["run", "--model", spec, "--tasks", "needle", "--lengths", "256", "--limit", "1", "--out", str(out)]
+    argv = ["run", "--model", spec, *tiny_needle("256"), "--limit", "1", "--out", str(out)]
     assert main(argv) == 1
     err = " ".join(capsys.readouterr().err.split())
     assert "cannot reach http://127.0.0.1:" in err
