@@ -211,6 +211,27 @@ def test_the_chunking_option_is_part_of_a_retrievers_identity():
     assert a.retrieve([req])[0].data["chunks"] == len(chunk_document(text, a.tokenizer, ChunkConfig(128, 16)))
 
 
+PINNED_IDENTITIES = {
+    "bm25": "335ccc71e76a6bab1187a81c931ccd314c94df863bfd70bc950940958daac959",
+    "minilm": "17703195dc200136e62a4f99a96cbbb658217e24ffc87b665f536b9083680343",
+    "hybrid": "e4738688e78a644997e53f77e00ab2d7faf743b2d7fd80003e7f36639bd7ee6d",
+    "minilm?rerank=maxsim": "342dd7f05b8c9710d973895d842b523c95d43f22a480ae9c7a6228fd64ef632e",
+}
+"""`identity_sha256` of the default retrievers in the leaderboard's run copies of 2026-11-30, made before the
+chunk-vector cache and `chunking=` existed: their run folders, prediction keys and board rows stay theirs."""
+
+
+@pytest.mark.parametrize("spec", sorted(PINNED_IDENTITIES))
+def test_the_default_retrievers_keep_their_identity(spec):
+    from longctx_eval.models.kinds import MODEL_KINDS
+    from longctx_eval.models.spec import parse_spec
+
+    parsed = parse_spec(spec)
+    adapter = MODEL_KINDS.get(parsed.kind).load(parsed)
+    assert "chunking" not in adapter.meta.settings
+    assert adapter.meta.identity_sha256 == PINNED_IDENTITIES[spec]
+
+
 def test_the_chunk_command_takes_resync(tmp_path, minilm_tokenizer, capsysbinary):
     import json as json_
 

@@ -11,8 +11,9 @@ every chunk, so a dense retriever embeds each distinct chunk text once and looks
 A vector from the cache is bit-for-bit the one a fresh encoding gives, because the dense indexer's encoding is
 canonical (`models/dense.py`, `encode_canonical`): a text's vector never depends on the other texts in its
 batch. Memory: an LRU of rows bounded in bytes, per process. Disk: `<index cache>/embeddings/<namespace
-key>/<pack key>.npz`, one *pack* per encoding call (the chunks that were missing), written atomically; the
-oldest packs by last use are deleted once the folder passes the index cache's byte bound.
+key>/<pack key>.npz`, one *pack* per encoding call (the chunks that were missing), written atomically; one
+byte bound covers the index cache's folder, its entries and these packs together, least recently used files
+deleted first (`cache_bound.py`, never through a link).
 
 Nothing read from disk is trusted as is. A pack records its key (the sha256 of its namespace key and its
 chunk digests, also its file name), its namespace, the sha256 of its digest and vector bytes and the shape
@@ -20,7 +21,7 @@ and dtype of both arrays; a read checks all of them, that every vector is finite
 encoder) of unit length. A pack that fails is one warning, is deleted, and its chunks are embedded again. A
 symbolic link below the cache root (the `embeddings` folder, a namespace folder, a pack) is never read or
 written through: one warning, and the disk level is off (a link as a pack is skipped). An unwritable folder
-costs one warning per process; the run goes on from memory.
+costs one warning per process (one in all with the index cache's entries); the run goes on from memory.
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from rich.markup import escape
 from longctx_eval.errors import LongctxError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.io import atomic_output
+from longctx_eval.models.cache_bound import prune
 from longctx_eval.progress import console
 
 FORMAT = 1
@@ -104,10 +106,21 @@ def pack_key(ns_key: str, digests: np.ndarray) -> str:
 class EmbeddingCache:
     """Vectors by (namespace, chunk text): an LRU in memory over an optional folder of verified packs."""
 
-    def __init__(self, folder: Path | None, disk_bytes: int, memory_bytes: int = MEMORY_BYTES) -> None:
+    def __init__(
+        self,
+        folder: Path | None,
+        disk_bytes: int,
+        memory_bytes: int = MEMORY_BYTES,
+        bound_root: Path | None = None,
+        on_unwritable: Callable[[str], None] | None = None,
+    ) -> None:
         self.folder = folder
         """`<index cache>/embeddings`, or None for memory only."""
         self.disk_bytes = disk_bytes
+        self.bound_root = bound_root
+        """The folder `disk_bytes` bounds (the index cache's, packs and entries together); None: `folder`."""
+        self.on_unwritable = on_unwritable
+        """Who says the folder cannot be written (the index cache, once for both); None: this cache's warning."""
         self.memory_bytes = memory_bytes
         self._rows: OrderedDict[tuple[str, bytes], np.ndarray] = OrderedDict()
         self._held = 0
@@ -290,7 +303,8 @@ class EmbeddingCache:
                 np.savez(fh, digests=dig, vectors=vec, **{PROVENANCE: np.asarray(json.dumps(record, sort_keys=True))})
         except (OSError, LongctxError) as exc:  # read-only folder, a file in the way, a full disk, a link
             self._write_failed = True
-            self._warn(f"embedding cache {self.folder} cannot be written ({exc}); vectors are kept in memory only")
+            text = f"embedding cache {self.folder} cannot be written ({exc}); vectors are kept in memory only"
+            (self.on_unwritable or self._warn)(text)
             return
         packs = self._packs.setdefault(ns, _Packs())
         packs.seen.add(path)
@@ -299,26 +313,12 @@ class EmbeddingCache:
         self._prune(keep=path)
 
     def _prune(self, keep: Path) -> None:
-        """Delete the least recently used packs (every namespace) until the folder holds at most `disk_bytes`."""
+        """Delete the least recently used files below the bound's root until they hold at most `disk_bytes`
+        (`cache_bound.py`: the index cache's entries count too when this cache is its `embeddings()`)."""
         assert self.folder is not None
-        files = []
-        for p in self.folder.glob("*/*.npz"):
-            try:
-                st = os.lstat(p)
-            except OSError:
-                continue
-            if stat.S_ISREG(st.st_mode):
-                files.append((st.st_mtime, st.st_size, p))
-        total = sum(size for _, size, _ in files)
-        for _, size, p in sorted(files):
-            if total <= self.disk_bytes:
-                break
-            if p == keep:
-                continue
-            p.unlink(missing_ok=True)
-            total -= size
+        for path in prune(self.bound_root or self.folder, self.disk_bytes, keep):
             for packs in self._packs.values():
-                packs.drop(p)
+                packs.drop(path)
 
 
 class _Packs:

@@ -13,8 +13,9 @@ A mismatch, an empty, torn or unreadable file is one warning and a rebuild that 
 unwritable cache (read-only folder, a path that is a file) costs a rebuild and one warning per process.
 
 Beside the entries, `embeddings()` is the cache's chunk-vector cache (`embedding_cache.py`, in the folder's
-`embeddings/`, under the same byte bound): dense indexes are assembled from it and kept in memory only
-(`get_or_build(persist=False)`), so documents that share chunks share their vectors on disk too.
+`embeddings/`; one byte bound covers the entries and the packs, `cache_bound.py`): dense indexes are assembled
+from it and kept in memory only (`get_or_build(persist=False)`), so documents that share chunks share their
+vectors on disk too.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from rich.markup import escape
 from longctx_eval.assets import cache_dir
 from longctx_eval.errors import ConfigError, LongctxError
 from longctx_eval.io import atomic_output
+from longctx_eval.models.cache_bound import prune
 from longctx_eval.progress import console
 
 if TYPE_CHECKING:
@@ -78,7 +80,9 @@ class IndexCache:
             from longctx_eval.models.embedding_cache import FOLDER, EmbeddingCache
 
             folder = None if self.folder is None else self.folder / FOLDER
-            self._embeddings = EmbeddingCache(folder, self.disk_bytes)
+            self._embeddings = EmbeddingCache(
+                folder, self.disk_bytes, bound_root=self.folder, on_unwritable=self.unwritable
+            )
         return self._embeddings
 
     def get_or_build(
@@ -131,6 +135,12 @@ class IndexCache:
             _, old = self._memory.popitem(last=False)
             self._held -= sum(a.nbytes for a in old.values())
 
+    def unwritable(self, text: str) -> None:
+        """Warn that the folder cannot be written, once per process for the entries and the packs together."""
+        if not self._write_failed:
+            self._write_failed = True
+            self._warn(text)
+
     def _warn(self, text: str) -> None:
         self.warnings.append(text)
         console.print(f"[yellow]warning[/yellow] {escape(text)}", highlight=False)
@@ -165,30 +175,15 @@ class IndexCache:
             with atomic_output(path) as fh:
                 np.savez(fh, **arrays, **{PROVENANCE: np.asarray(json.dumps(record, sort_keys=True))})
         except (OSError, LongctxError) as exc:  # read-only folder, a file in the way, a full disk: a rebuild later
-            if not self._write_failed:
-                self._write_failed = True
-                self._warn(f"index cache {self.folder} cannot be written ({exc}); indexes are rebuilt on every run")
+            self.unwritable(f"index cache {self.folder} cannot be written ({exc}); indexes are rebuilt on every run")
             return
         self._prune(keep=path)
 
     def _prune(self, keep: Path) -> None:
-        """Delete the least recently used files until the folder holds at most `disk_bytes`."""
+        """Delete the least recently used files (entries and chunk-vector packs) until the folder holds at most
+        `disk_bytes` (`cache_bound.py`)."""
         assert self.folder is not None
-        files = []
-        for p in self.folder.glob("*/*.npz"):
-            try:
-                st = p.stat()
-            except OSError:
-                continue
-            files.append((st.st_mtime, st.st_size, p))
-        total = sum(size for _, size, _ in files)
-        for _, size, p in sorted(files):
-            if total <= self.disk_bytes:
-                break
-            if p == keep:
-                continue
-            p.unlink(missing_ok=True)
-            total -= size
+        prune(self.folder, self.disk_bytes, keep)
 
 
 def _normalised(value: Mapping[str, Any]) -> Any:
