@@ -277,6 +277,8 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
     c, env = meta["corpus"], meta["environment"]
     if c is None:  # only corpus-free parts were ever run here
         lines = ["# Benchmark results (`make bench`)\n", *_gpu_lines(parts.get("gpu_check", {}), meta["out_dir"])]
+        if "embedding_reuse" in parts:
+            lines += _reuse_lines(parts["embedding_reuse"], meta["out_dir"])
         if "vllm" in parts:
             lines += _vllm_lines(parts["vllm"])
         return "\n".join(lines)
@@ -501,9 +503,14 @@ def main(argv: list[str] | None = None) -> int:
             parts.pop("vllm")
     meta["seconds"] = round(time.perf_counter() - started, 1)
     meta["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    from benchmarks.embedding_reuse import result_name
+
+    files = {name: f"{name}.json" for name in PARTS} | {"embedding_reuse": result_name(args.reuse_length)}
     for name, data in parts.items():
-        write(args.out, f"{name}.json", json.dumps({**meta, name: data}, indent=1) + "\n")
+        write(args.out, files[name], json.dumps({**meta, name: data}, indent=1) + "\n")
     shown = dict(parts)
+    if files["embedding_reuse"] != "embedding_reuse.json":  # another length: its own file; the README shows the
+        shown.pop("embedding_reuse", None)  # committed default-length table (and the 1M one, `_reuse_lines`)
     for name in PARTS:  # parts not run this time keep their last committed results in the README
         if name not in shown and (args.out / f"{name}.json").is_file():
             shown[name] = json.loads((args.out / f"{name}.json").read_text()).get(name, {})
