@@ -19,6 +19,7 @@ from longctx_eval.leaderboard_noise import (
     CHUNKED_TASKS,
     KEYED_NEEDLES,
     random_chunk_bound,
+    resolution_cells,
     resolvable_difference,
 )
 from longctx_eval.leaderboard_render import ranking
@@ -26,6 +27,7 @@ from longctx_eval.line_plots import curve_figure, slice_figure
 from longctx_eval.metrics.composite import composite_score
 from longctx_eval.metrics.latency import serving_section
 from longctx_eval.plots import panel_axes, task_figure
+from longctx_eval.result_text import DASH
 from longctx_eval.results import (
     ContrastResult,
     Coverage,
@@ -222,6 +224,14 @@ def test_noise_floor_constants_match_the_task_designs() -> None:
     assert random_chunk_bound(5, 32768) == 5 / 256 and random_chunk_bound(10, 100) == 1.0
     assert resolvable_difference(100, 100) == pytest.approx(0.1386, abs=1e-4)
     assert resolvable_difference(500, 500) == pytest.approx(0.0620, abs=1e-4)
+    # a half-width of 1 or more resolves nothing on a 0-1 score: "none", never "1.39 (n=1)"
+    assert resolution_cells([[1], [2, 5], [3], [4], []]) == [
+        "none (n=1)",
+        "0.98 (n=2)",
+        "0.80 (n=3)",
+        "0.69 (n=4)",
+        DASH,
+    ]
 
 
 # --- served models and the Models table ---------------------------------------------------------------------
