@@ -344,6 +344,18 @@ def test_similarity_decay_gets_a_panel_per_score_scale_and_lines_stay_visible() 
     assert not fig.axes[0].get_legend() and fig.legends  # the legend sits outside the panel
 
 
+def test_a_pooled_curve_stops_where_its_population_would_change() -> None:
+    # pooled over 8K (~80 chunks) and 32K: past rank 3 here only the longer length's samples carry a point
+    points = [CurvePoint(x=k, value=1 / k, n=40 if k <= 3 else 20, ci95=(0.5 / k, 1.0)) for k in range(1, 7)]
+    curve = CurveResult(name="similarity_decay", length=None, x_label="rank k", y_label="mean score", points=points)
+    task = _task("retrieval", {8192: (0.8, 40)}, capability="retrieve", metric="recall@5", curves=[curve])
+    fig = curve_figure("retrieval", "similarity_decay", [_run("minilm", [task], kind="retriever")])
+    assert fig is not None
+    (line,) = fig.axes[0].get_lines()
+    assert list(line.get_xdata()) == [1, 2, 3]
+    assert "only where every pooled sample has a value" in fig._suptitle.get_text().replace("\n", " ")
+
+
 def test_slices_are_points_not_lines_and_one_category_is_not_plotted() -> None:
     def sliced(values: dict[str, float]) -> TaskResult:
         rows = [_row("score", None, v, 40, slice={"hops": int(k)}) for k, v in values.items()]
