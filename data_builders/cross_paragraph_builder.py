@@ -15,13 +15,13 @@ from data_builders.builders import BuildConfig, BuildContext, CardInfo, Part, bu
 from data_builders.cross_paragraph_grid import (
     DEFAULT_HOPS,
     DISTANCE_LADDER,
-    PROMPT_RESERVE,
     PROMPT_TEMPLATE,
     SCORING,
     cross_cells,
     grid_size,
     int_list,
 )
+from data_builders.prompt_budget import PROMPT_RESERVE
 from longctx_eval.errors import ConfigError
 
 CROSS_PARAGRAPH_VERSION = "1"

@@ -12,6 +12,7 @@ from typing import Any
 from data_builders.cross_paragraph_docs import FactDoc, build_fact_pair
 from data_builders.cross_paragraph_facts import MAX_HOPS, FactChain, check_hops, invented_words, make_chain
 from data_builders.haystack import HaystackSource, haystack_text
+from data_builders.prompt_budget import PROMPT_RESERVE, context_tokens
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.sample import RetrievalParams, Sample
@@ -23,12 +24,10 @@ MAX_NEW_TOKENS = 16
 RETRIEVAL = RetrievalParams(chunk_tokens=128, chunk_overlap=16, k=10)
 RECALL_KS = (1, 3, 5, 10)
 RETRIEVAL_PRIMARY_K = 5
-PROMPT_RESERVE = 192
-"""Tokens of a length kept for the prompt around the context (instructions, question, chat template, answer
-prefix, generation budget): the context is `length - reserve` tokens, so a model whose window is the length
-(SmolLM2 at 8192) still reads the whole prompt."""
 DISTANCE_LADDER = tuple(128 * 2**k for k in range(14))
 """Target tokens between consecutive facts: 128, 256, 512, ... 1M; the same buckets at every length."""
+MIN_CONTEXT = 256
+"""The shortest context the grid builds (its distance ladder starts at 128 tokens between facts)."""
 FIT_SHARE = 0.75
 """A distance is used at a length when the longest chain's facts, that far apart, span at most this share of
 the context: (max hops - 1) x distance <= FIT_SHARE x context tokens (so the chain's start can still vary)."""
@@ -49,22 +48,11 @@ def int_list(text: str, name: str) -> tuple[int, ...]:
     return values
 
 
-def context_tokens(length: int, reserve: int = PROMPT_RESERVE) -> int:
-    """The context's exact length in tokens for a target length: the length less the prompt reserve."""
-    n = length - reserve
-    if n < 256:
-        raise ConfigError(
-            f"length {length}: the context would be {n} tokens after the {reserve}-token prompt "
-            f"reserve; expected a length of at least {reserve + 256}"
-        )
-    return n
-
-
 def distances_for(
     length: int, max_hops: int, reserve: int = PROMPT_RESERVE, ladder: Sequence[int] = DISTANCE_LADDER
 ) -> list[int]:
     """The ladder's distances whose longest chain fits a length (see FIT_SHARE), smallest first."""
-    budget = FIT_SHARE * context_tokens(length, reserve)
+    budget = FIT_SHARE * context_tokens(length, reserve, MIN_CONTEXT)
     return [d for d in sorted(ladder) if (max_hops - 1) * d <= budget]
 
 
@@ -232,7 +220,7 @@ def cross_cells(
     if isinstance(per_cell, bool) or not isinstance(per_cell, int) or per_cell < 1:
         raise ConfigError(f"per_cell: expected a positive integer, got {per_cell!r}")
     for length in lengths:
-        n = context_tokens(length, reserve)
+        n = context_tokens(length, reserve, MIN_CONTEXT)
         distances = distances_for(length, max(hops), reserve, ladder)
         if not distances:
             raise ConfigError(

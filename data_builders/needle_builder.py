@@ -16,10 +16,11 @@ from data_builders.builders import BuildConfig, BuildContext, CardInfo, Document
 from data_builders.needle_grid import PROMPT_TEMPLATE, SCORING, NeedleCell, needle_cells
 from data_builders.needle_grid import needle_sample as _sample
 from data_builders.needle_insertion import NeedleDoc
+from data_builders.prompt_budget import PROMPT_RESERVE, reserve_option
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.sample import Sample
 
-NEEDLE_VERSION = "2"
+NEEDLE_VERSION = "3"
 
 _int, _str, _float = Value("int64"), Value("string"), Value("float64")
 NEEDLE_FEATURES = Features(
@@ -41,9 +42,10 @@ NEEDLE_FEATURES = Features(
         "key": _str,
         "value": _str,
         "value_kind": _str,  # number, word or uuid
-        "target_tokens": _int,  # the context is exactly this many tokens in the dataset's tokenizer
+        "target_tokens": _int,  # the length: the whole prompt budget (context + prompt reserve)
+        "context_tokens": _int,  # the context is exactly this many tokens in the dataset's tokenizer
         "depth": _float,  # requested, 0..1
-        "actual_depth": _float,  # needle_token_start / target_tokens
+        "actual_depth": _float,  # needle_token_start / context_tokens
         "rep": _int,
         "seed": _int,
         "haystack_seed": _int,
@@ -69,18 +71,21 @@ assert context[row["needle_start"]:row["needle_end"]] == row["needle"]
 ```
 
 (`data_builders.needle_builder.materialize(row, documents)` does this and checks it). The context is
-exactly `target_tokens` tokens in the tokenizer under Provenance; `needle_token_start`/`needle_token_end`
-index its tokens. All depths of one length and repetition share one document: a haystack is stored once.
-Build with `--option flat=true` for rows that carry their full `context` instead. The model's reply starts
-with the row's `answer_prefix` (see Scoring).
+exactly `context_tokens` tokens in the tokenizer under Provenance; `needle_token_start`/`needle_token_end`
+index its tokens. `target_tokens` (the config's length) is the whole prompt budget: the context plus a
+prompt reserve for the template, question, chat template, answer prefix and `max_new_tokens`. All depths
+of one length and repetition share one document: a haystack is stored once. Build with `--option flat=true`
+for rows that carry their full `context` instead. The model's reply starts with the row's `answer_prefix`
+(see Scoring).
 """
 
 FLAT_USAGE = """\
 Each row of a `needle_<length>` config is one question with its full `context` (built with
-`--option flat=true`: no `documents` config, no join). The context is exactly `target_tokens` tokens in the
-tokenizer under Provenance; `context[needle_start:needle_end] == needle`, and
-`needle_token_start`/`needle_token_end` index its tokens. The model's reply starts with the row's
-`answer_prefix` (see Scoring).
+`--option flat=true`: no `documents` config, no join). The context is exactly `context_tokens` tokens in the
+tokenizer under Provenance (`target_tokens`, the config's length, is the whole prompt budget: the context
+plus a prompt reserve for the template, question, chat template, answer prefix and `max_new_tokens`);
+`context[needle_start:needle_end] == needle`, and `needle_token_start`/`needle_token_end` index its tokens.
+The model's reply starts with the row's `answer_prefix` (see Scoring).
 """
 
 
@@ -107,7 +112,10 @@ def _total(config: BuildConfig) -> int:
     description="Single needle with a random value (7-digit number, word pair or UUID) in an exact-length "
     "haystack; length x depth grid.",
     total=_total,
-    options={"flat": "true: every row carries its full context (no documents config, no join); default false"},
+    options={
+        "flat": "true: every row carries its full context (no documents config, no join); default false",
+        "reserve": f"tokens of each length left for the prompt around the context (default {PROMPT_RESERVE})",
+    },
     card=CardInfo(
         tags=("long-context", "needle-in-a-haystack", "retrieval"),
         task_categories=("question-answering",),
@@ -120,7 +128,8 @@ def needle_parts(ctx: BuildContext) -> Iterator[Part]:
     """One `needle_<length>` part per length: the needle task's cells, one haystack per repetition."""
     cfg = ctx.config
     flat = is_flat(cfg)
-    cells = needle_cells(ctx.source, ctx.tokenizer, cfg.lengths, cfg.depths, cfg.per_cell, cfg.seed)
+    reserve = reserve_option(cfg.options)
+    cells = needle_cells(ctx.source, ctx.tokenizer, cfg.lengths, cfg.depths, cfg.per_cell, cfg.seed, reserve)
     for length, of_length in groupby(cells, key=lambda c: c.length):
         documents: list[Document] = []
         samples: list[dict[str, Any]] = []
@@ -186,7 +195,8 @@ def _fields(cell: NeedleCell) -> dict[str, Any]:
         "key": doc.key,
         "value": doc.value,
         "value_kind": doc.value_kind,
-        "target_tokens": doc.target_tokens,
+        "target_tokens": cell.length,
+        "context_tokens": doc.target_tokens,
         "depth": float(cell.depth),
         "actual_depth": doc.actual_depth,
         "haystack_seed": doc.haystack_seed,
@@ -243,6 +253,7 @@ def needle_sample(row: Mapping[str, Any], documents: Mapping[str, str] | None = 
         answer_prefix=row["answer_prefix"],
         max_new_tokens=row["max_new_tokens"],
         length=row["target_tokens"],
+        context_tokens=row["context_tokens"],
         depth=row["depth"],
         actual_depth=row["actual_depth"],
         seed=row["seed"],

@@ -16,6 +16,7 @@ from data_builders.haystack import HaystackSource
 from data_builders.lexical_overlap import Overlap, mean_overlap, measure_overlaps
 from data_builders.needle_grid import depth_grid, haystack_seed
 from data_builders.needle_insertion import KEY_NOUNS, KEY_QUALIFIERS, make_value
+from data_builders.prompt_budget import PROMPT_RESERVE, context_tokens
 from data_builders.span_insertion import insert_sentences
 from longctx_eval.errors import DataError
 from longctx_eval.hashing import sha256_json
@@ -50,7 +51,7 @@ class FamilyCell:
     """One sample of a needle variant, built: the context and every needle's exact char and token span."""
 
     id: str
-    length: int
+    length: int  # the whole prompt budget (target_tokens)
     rep: int
     seed: int
     depth: float | None  # the grid depth of the target needle; None where needles sit in every quarter
@@ -60,6 +61,7 @@ class FamilyCell:
     needles: tuple[dict[str, Any], ...]  # text, key, value, role, depth, actual_depth, start, end, token_*
     questions: tuple[dict[str, Any], ...]  # question, answer_prefix, answers, needles, max_new_tokens, overlap_*
     overlap: Overlap  # the sample's overlap: its questions' mean
+    context_tokens: int  # the context's exact length: length - reserve
 
     def fields(self) -> dict[str, Any]:
         """The dataset row of this cell, without its context (see needle_variant_builder)."""
@@ -69,6 +71,7 @@ class FamilyCell:
             "needles": [dict(n) for n in self.needles],
             "value_kind": self.value_kind,
             "target_tokens": self.length,
+            "context_tokens": self.context_tokens,
             "depth": self.depth,
             "rep": self.rep,
             "seed": self.seed,
@@ -126,10 +129,19 @@ def build_cell(
     needles: Sequence[NeedleSpec],
     questions: Sequence[QuestionSpec],
     hay_index: int,
+    reserve: int = PROMPT_RESERVE,
 ) -> FamilyCell:
-    """Insert `needles` into the haystack of (seed, length, hay_index) and measure each question's overlap."""
+    """Insert `needles` into the haystack of (seed, length, hay_index) and measure each question's overlap.
+
+    `length` is the whole prompt budget: the context is exactly `length - reserve` tokens (`prompt_budget`)."""
     hseed = haystack_seed(seed, length, hay_index)
-    doc = insert_sentences(source, tokenizer, length, [(n.text, n.depth) for n in needles], seed=hseed)
+    n_context = context_tokens(length, reserve)
+    try:
+        doc = insert_sentences(source, tokenizer, n_context, [(n.text, n.depth) for n in needles], seed=hseed)
+    except DataError as exc:
+        raise DataError(
+            f"length {length} (a {n_context}-token context after the {reserve}-token reserve): {exc}"
+        ) from None
     placed = tuple(
         {
             "text": n.text,
@@ -164,7 +176,9 @@ def build_cell(
             }
         )
     overlap = mean_overlap([Overlap(a["overlap_bm25"], a["overlap_cosine"]) for a in asked])
-    return FamilyCell(id, length, rep, seed, depth, value_kind, doc.context, hseed, placed, tuple(asked), overlap)
+    return FamilyCell(
+        id, length, rep, seed, depth, value_kind, doc.context, hseed, placed, tuple(asked), overlap, n_context
+    )
 
 
 def family_sample(fields: Mapping[str, Any], context: str, **metadata: Any) -> Sample:
@@ -203,7 +217,7 @@ def family_sample(fields: Mapping[str, Any], context: str, **metadata: Any) -> S
     if len(answers) == 1:
         gold["span"] = gold["spans"][0]
     first = needles[fields["questions"][0]["needles"][0]]
-    meta: dict[str, Any] = {"target_tokens": fields["target_tokens"]}
+    meta: dict[str, Any] = {"target_tokens": fields["target_tokens"], "context_tokens": fields["context_tokens"]}
     if fields["depth"] is not None:
         meta["depth"] = fields["depth"]
     else:

@@ -11,6 +11,8 @@ from typing import Any
 from data_builders.haystack import HaystackSource
 from data_builders.lexical_overlap import Overlap, measure_overlaps
 from data_builders.needle_insertion import MAGIC_TEMPLATES, NeedleDoc, build_needle_doc
+from data_builders.prompt_budget import PROMPT_RESERVE, context_tokens
+from longctx_eval.errors import DataError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.sample import RetrievalParams, Sample
 from longctx_eval.text.tokenizer import Tokenizer
@@ -83,7 +85,7 @@ class NeedleCell:
     """One sample of the grid: where it sits (length, depth, repetition) and its needle document."""
 
     id: str
-    length: int
+    length: int  # the whole prompt budget; the document's context is `length - reserve` tokens
     depth: float
     rep: int
     seed: int
@@ -103,6 +105,7 @@ class NeedleCell:
             answer_prefix=d.answer_prefix,
             max_new_tokens=self.max_new_tokens,
             length=self.length,
+            context_tokens=d.target_tokens,
             depth=self.depth,
             actual_depth=d.actual_depth,
             seed=self.seed,
@@ -119,19 +122,27 @@ def needle_cells(
     depths: int,
     per_cell: int,
     seed: int,
+    reserve: int = PROMPT_RESERVE,
 ) -> Iterator[NeedleCell]:
     """Every cell, ordered by length, then repetition, then depth: all depths of a length come before a repeat.
 
+    A length is the whole prompt budget: each context is exactly `length - reserve` tokens (`prompt_budget`).
     Every depth of one (length, repetition) shares one haystack (`haystack_seed`), so the dataset stores it once.
     The value kind cycles with the depth index and repetition (`value_kind_of`), so every length has each kind.
     """
     for length in lengths:
+        n = context_tokens(length, reserve)
         for rep in range(per_cell):
             hseed = haystack_seed(seed, length, rep)
             for i, depth in enumerate(depth_grid(depths)):
                 rng = cell_rng(seed, length, depth, rep)
                 template = MAGIC_TEMPLATES[value_kind_of(i, rep)]
-                doc = build_needle_doc(source, tokenizer, length, depth, rng, template=template, haystack_seed=hseed)
+                try:
+                    doc = build_needle_doc(source, tokenizer, n, depth, rng, template=template, haystack_seed=hseed)
+                except DataError as exc:
+                    raise DataError(
+                        f"length {length} (a {n}-token context after the {reserve}-token reserve): {exc}"
+                    ) from None
                 (overlap,) = measure_overlaps([doc.question], doc.context, [(doc.needle_start, doc.needle_end)])
                 budget = answer_budget(tokenizer, [doc.value])
                 yield NeedleCell(sample_id(length, depth, rep), length, depth, rep, seed, doc, budget, overlap)
@@ -147,13 +158,16 @@ def needle_sample(
     answer_prefix: str,
     max_new_tokens: int,
     length: int,
+    context_tokens: int,
     depth: float,
     actual_depth: float,
     seed: int,
     **metadata: Any,
 ) -> Sample:
     """A needle Sample: gold answers, the needle's char span and how the reply is asked for (answer prefix,
-    budget); metadata for the (length, depth) strata and the slices (value_kind, overlap_*)."""
+    budget); metadata for the (length, depth) strata and the slices (value_kind, overlap_*).
+
+    `length` (metadata `target_tokens`) is the whole prompt budget, `context_tokens` the context's own length."""
     return Sample(
         id=id,
         context=context,
@@ -166,6 +180,7 @@ def needle_sample(
         },
         metadata={
             "target_tokens": length,
+            "context_tokens": context_tokens,
             "depth": depth,
             "actual_depth": round(actual_depth, 4),
             "seed": seed,

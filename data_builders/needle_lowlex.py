@@ -13,11 +13,18 @@ from data_builders.haystack import HaystackSource
 from data_builders.needle_family import FamilyCell, NeedleSpec, QuestionSpec, build_cell, grid_points, variant_rng
 from data_builders.needle_grid import answer_budget, sample_id
 from data_builders.needle_lowlex_pairs import NAMES, PAIRS
+from data_builders.prompt_budget import PROMPT_RESERVE
 from longctx_eval.text.tokenizer import Tokenizer
 
 
 def lowlex_cells(
-    source: HaystackSource, tokenizer: Tokenizer, lengths: Sequence[int], depths: int, per_cell: int, seed: int
+    source: HaystackSource,
+    tokenizer: Tokenizer,
+    lengths: Sequence[int],
+    depths: int,
+    per_cell: int,
+    seed: int,
+    reserve: int = PROMPT_RESERVE,
 ) -> Iterator[FamilyCell]:
     """The needle grid (length x repetition x depth); each cell draws a pair and a name from its generator."""
     for length, rep, _, depth in grid_points(lengths, depths, per_cell):
@@ -38,4 +45,5 @@ def lowlex_cells(
             needles=[needle],
             questions=[question],
             hay_index=rep,
+            reserve=reserve,
         )

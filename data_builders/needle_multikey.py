@@ -22,6 +22,7 @@ from data_builders.needle_family import (
 )
 from data_builders.needle_grid import answer_budget, sample_id, value_kind_of
 from data_builders.needle_insertion import KEY_NOUNS, KEY_QUALIFIERS, MAGIC_TEMPLATES
+from data_builders.prompt_budget import PROMPT_RESERVE
 from longctx_eval.text.tokenizer import Tokenizer
 
 DISTRACTORS = 3
@@ -41,7 +42,13 @@ def similar_keys(rng: random.Random) -> list[str]:
 
 
 def multikey_cells(
-    source: HaystackSource, tokenizer: Tokenizer, lengths: Sequence[int], depths: int, per_cell: int, seed: int
+    source: HaystackSource,
+    tokenizer: Tokenizer,
+    lengths: Sequence[int],
+    depths: int,
+    per_cell: int,
+    seed: int,
+    reserve: int = PROMPT_RESERVE,
 ) -> Iterator[FamilyCell]:
     """The needle grid (length x repetition x depth of the target); distractors at uniform random depths."""
     for length, rep, i, depth in grid_points(lengths, depths, per_cell):
@@ -74,4 +81,5 @@ def multikey_cells(
             needles=needles,
             questions=[question],
             hay_index=rep,
+            reserve=reserve,
         )

@@ -21,13 +21,19 @@ from data_builders.needle_family import (
 )
 from data_builders.needle_grid import VALUE_KIND_CYCLE, answer_budget
 from data_builders.needle_insertion import MAGIC_TEMPLATES
+from data_builders.prompt_budget import PROMPT_RESERVE
 from longctx_eval.text.tokenizer import Tokenizer
 
 QUERIES = 4
 
 
 def multiquery_cells(
-    source: HaystackSource, tokenizer: Tokenizer, lengths: Sequence[int], per_length: int, seed: int
+    source: HaystackSource,
+    tokenizer: Tokenizer,
+    lengths: Sequence[int],
+    per_length: int,
+    seed: int,
+    reserve: int = PROMPT_RESERVE,
 ) -> Iterator[FamilyCell]:
     """`per_length` samples per length; the questions come in a random order, not the needles' order."""
     for length in lengths:
@@ -65,4 +71,5 @@ def multiquery_cells(
                 needles=needles,
                 questions=questions,
                 hay_index=i,
+                reserve=reserve,
             )

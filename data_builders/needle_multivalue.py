@@ -24,6 +24,9 @@ from data_builders.needle_insertion import MAGIC_TEMPLATES
 from longctx_eval.text.tokenizer import Tokenizer
 
 VALUES = 4
+RESERVE = 320
+"""This variant's prompt reserve: its reply lists four values (four UUIDs take about 150 of SmolLM2's tokens),
+so the prompt around the context needs more than the family's PROMPT_RESERVE."""
 PLURAL = {"number": "numbers", "word": "words", "uuid": "UUIDs"}
 
 
@@ -40,7 +43,12 @@ def list_budget(tokenizer: Tokenizer, values: list[str]) -> int:
 
 
 def multivalue_cells(
-    source: HaystackSource, tokenizer: Tokenizer, lengths: Sequence[int], per_length: int, seed: int
+    source: HaystackSource,
+    tokenizer: Tokenizer,
+    lengths: Sequence[int],
+    per_length: int,
+    seed: int,
+    reserve: int = RESERVE,
 ) -> Iterator[FamilyCell]:
     """`per_length` samples per length; sample i has kind VALUE_KIND_CYCLE[i % 3] and the haystack of rep i."""
     for length in lengths:
@@ -68,4 +76,5 @@ def multivalue_cells(
                 needles=needles,
                 questions=[QuestionSpec(question, prefix, tuple(values), tuple(range(VALUES)), budget)],
                 hay_index=i,
+                reserve=reserve,
             )

@@ -19,12 +19,14 @@ from data_builders.needle_grid import NEW_TOKENS_MARGIN, PROMPT_TEMPLATE, RETRIE
 from data_builders.needle_lowlex import lowlex_cells
 from data_builders.needle_multikey import multikey_cells
 from data_builders.needle_multiquery import multiquery_cells
+from data_builders.needle_multivalue import RESERVE as MULTIVALUE_RESERVE
 from data_builders.needle_multivalue import multivalue_cells
 from data_builders.needle_storage import rebuild, split_insertions
+from data_builders.prompt_budget import PROMPT_RESERVE, reserve_option
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.sample import Sample
 
-VARIANT_VERSION = "1"
+VARIANT_VERSION = "2"
 
 _int, _str, _float = Value("int64"), Value("string"), Value("float64")
 QUESTION_FEATURES = {
@@ -42,7 +44,7 @@ NEEDLE_FIELDS = {
     "value": _str,
     "role": _str,  # target, distractor, value or query
     "depth": _float,  # requested, 0..1
-    "actual_depth": _float,  # token_start / target_tokens
+    "actual_depth": _float,  # token_start / context_tokens
     "start": _int,  # half-open char span in the materialized context
     "end": _int,
     "token_start": _int,  # half-open token span in the context's tokenization
@@ -59,7 +61,8 @@ VARIANT_FEATURES = Features(
         "questions": List(QUESTION_FEATURES),
         "needles": List(NEEDLE_FIELDS),
         "value_kind": _str,
-        "target_tokens": _int,  # the context is exactly this many tokens in the dataset's tokenizer
+        "target_tokens": _int,  # the length: the whole prompt budget (context + prompt reserve)
+        "context_tokens": _int,  # the context is exactly this many tokens in the dataset's tokenizer
         "depth": _float,  # the target needle's grid depth; null where needles sit in every quarter
         "rep": _int,
         "seed": _int,
@@ -81,8 +84,10 @@ assert all(context[n["start"]:n["end"]] == n["text"] for n in row["needles"])
 ```
 
 (without this code: walk `insert_at`/`insertion` in order, copying `doc` up to each offset and then the
-insertion, and finally `doc[last_offset:doc_end]`). The context is exactly `target_tokens` tokens in the
-tokenizer under Provenance; each needle's `token_start`/`token_end` index its tokens.
+insertion, and finally `doc[last_offset:doc_end]`). The context is exactly `context_tokens` tokens in the
+tokenizer under Provenance; each needle's `token_start`/`token_end` index its tokens. `target_tokens` (the
+config's length) is the whole prompt budget: the context plus a prompt reserve for the template, question,
+chat template, answer prefix and `max_new_tokens`.
 `data_builders.needle_variant_builder.variant_sample(row, documents)` gives the task's `Sample`.
 
 {what}
@@ -160,6 +165,10 @@ def _per_length_total(config: BuildConfig) -> int:
 Cells = Callable[[BuildContext], Iterable[FamilyCell]]
 
 
+def _reserve_help(default: int) -> str:
+    return f"tokens of each length left for the prompt around the context (default {default})"
+
+
 def _card(name: str, grid: bool) -> CardInfo:
     what = WHAT[name]
     if not grid:
@@ -220,13 +229,16 @@ def _share(cells: list[FamilyCell], doc_id: str, ctx: BuildContext) -> tuple[lis
     features=VARIANT_FEATURES,
     description="Target needle among three distractor needles with similar keys; length x depth grid.",
     total=_grid_total,
+    options={"reserve": _reserve_help(PROMPT_RESERVE)},
     card=_card("needle_multikey", grid=True),
 )
 def needle_multikey_parts(ctx: BuildContext) -> Iterator[Part]:
     """The needle_multikey task's cells."""
     c = ctx.config
     yield from _parts(
-        "needle_multikey", ctx, multikey_cells(ctx.source, ctx.tokenizer, c.lengths, c.depths, c.per_cell, c.seed)
+        "needle_multikey",
+        ctx,
+        multikey_cells(ctx.source, ctx.tokenizer, c.lengths, c.depths, c.per_cell, c.seed, reserve_option(c.options)),
     )
 
 
@@ -236,13 +248,16 @@ def needle_multikey_parts(ctx: BuildContext) -> Iterator[Part]:
     features=VARIANT_FEATURES,
     description="Needle linked to its question by association, no shared content word; length x depth grid.",
     total=_grid_total,
+    options={"reserve": _reserve_help(PROMPT_RESERVE)},
     card=_card("needle_lowlex", grid=True),
 )
 def needle_lowlex_parts(ctx: BuildContext) -> Iterator[Part]:
     """The needle_lowlex task's cells."""
     c = ctx.config
     yield from _parts(
-        "needle_lowlex", ctx, lowlex_cells(ctx.source, ctx.tokenizer, c.lengths, c.depths, c.per_cell, c.seed)
+        "needle_lowlex",
+        ctx,
+        lowlex_cells(ctx.source, ctx.tokenizer, c.lengths, c.depths, c.per_cell, c.seed, reserve_option(c.options)),
     )
 
 
@@ -252,13 +267,18 @@ def needle_lowlex_parts(ctx: BuildContext) -> Iterator[Part]:
     features=VARIANT_FEATURES,
     description="One key with four values in the four quarters of the document, all asked.",
     total=_per_length_total,
-    options={"per_length": "samples per length (default 6; the value kinds cycle number, word, uuid)"},
+    options={
+        "per_length": "samples per length (default 6; the value kinds cycle number, word, uuid)",
+        "reserve": _reserve_help(MULTIVALUE_RESERVE),
+    },
     card=_card("needle_multivalue", grid=False),
 )
 def needle_multivalue_parts(ctx: BuildContext) -> Iterator[Part]:
     """The needle_multivalue task's cells."""
     c = ctx.config
-    cells = multivalue_cells(ctx.source, ctx.tokenizer, c.lengths, _per_length(c), c.seed)
+    cells = multivalue_cells(
+        ctx.source, ctx.tokenizer, c.lengths, _per_length(c), c.seed, reserve_option(c.options, MULTIVALUE_RESERVE)
+    )
     yield from _parts("needle_multivalue", ctx, cells)
 
 
@@ -268,13 +288,16 @@ def needle_multivalue_parts(ctx: BuildContext) -> Iterator[Part]:
     features=VARIANT_FEATURES,
     description="Four needles with different keys in one document, each asked as its own request.",
     total=_per_length_total,
-    options={"per_length": "samples per length (default 6; the value kinds cycle number, word, uuid)"},
+    options={
+        "per_length": "samples per length (default 6; the value kinds cycle number, word, uuid)",
+        "reserve": _reserve_help(PROMPT_RESERVE),
+    },
     card=_card("needle_multiquery", grid=False),
 )
 def needle_multiquery_parts(ctx: BuildContext) -> Iterator[Part]:
     """The needle_multiquery task's cells."""
     c = ctx.config
-    cells = multiquery_cells(ctx.source, ctx.tokenizer, c.lengths, _per_length(c), c.seed)
+    cells = multiquery_cells(ctx.source, ctx.tokenizer, c.lengths, _per_length(c), c.seed, reserve_option(c.options))
     yield from _parts("needle_multiquery", ctx, cells)
 
 

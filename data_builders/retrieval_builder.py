@@ -69,7 +69,9 @@ assert [context[s:e] for s, e in zip(row["gold_starts"], row["gold_ends"])] == r
 ```
 
 A retriever chunks the context, ranks the chunks for `query` and is scored by which of its top chunks cover the
-gold sentences whole. The context is exactly `target_tokens` tokens in the tokenizer under Provenance.
+gold sentences whole. The context is exactly `target_tokens` tokens in the tokenizer under Provenance: for
+retrieval a length is the document's tokens in the retriever's tokenizer (no prompt surrounds it; the
+generation tasks' lengths are whole prompt budgets instead).
 """
 
 

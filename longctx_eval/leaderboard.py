@@ -17,7 +17,7 @@ from longctx_eval.errors import ConfigError, RunFileError
 from longctx_eval.io import atomic_write_bytes, atomic_write_text
 from longctx_eval.leaderboard_merge import MergeNote, check_times, merge_board, parse_time
 from longctx_eval.leaderboard_merge import merge_runs as merge_runs  # re-exported
-from longctx_eval.leaderboard_render import render_markdown
+from longctx_eval.leaderboard_render import DEFAULT_MIN_N, render_markdown
 from longctx_eval.line_plots import write_line_plots
 from longctx_eval.plots import remove_stale_plots, write_task_plots
 from longctx_eval.results import RunResult, json_schema, non_finite_path, one_line, read_run
@@ -166,14 +166,22 @@ def dump_leaderboard(board: Leaderboard) -> str:
 
 
 def update_leaderboard(
-    inputs: Sequence[Path], out_dir: Path, *, now: datetime | None = None, site: Path | None = None
+    inputs: Sequence[Path],
+    out_dir: Path,
+    *,
+    now: datetime | None = None,
+    site: Path | None = None,
+    min_n: int = DEFAULT_MIN_N,
 ) -> LeaderboardReport:
     """Merge valid run files into `out_dir` (leaderboard.json, runs/, plots/, LEADERBOARD.md); with `site`,
-    also write the static website there (`leaderboard_site.py`).
+    also write the static website there (`leaderboard_site.py`). Cells with fewer than `min_n` samples are
+    marked low n and never ranked on.
 
     The merge reads the existing board's entries, every run copy already in `out_dir`/runs and the inputs,
     so results hidden by the partial-run rule keep their note on later updates.
     """
+    if isinstance(min_n, bool) or not isinstance(min_n, int) or min_n < 1:
+        raise ConfigError(f"--min-n {min_n!r}: expected a whole number of samples >= 1, e.g. 30")
     out_dir = Path(out_dir)
     board_path = out_dir / LEADERBOARD_FILE
     # Checked before anything is written: a corrupt board must stop the update, not be replaced.
@@ -214,8 +222,8 @@ def update_leaderboard(
     report.entries = len(entries)
     report.notes = notes
 
-    plots = write_task_plots(entries, out_dir / PLOTS_DIR)
-    lines = write_line_plots(entries, out_dir / PLOTS_DIR)
+    plots = write_task_plots(entries, out_dir / PLOTS_DIR, min_n)
+    lines = write_line_plots(entries, out_dir / PLOTS_DIR, min_n)
     report.written += [*plots.values(), *(p for paths in lines.values() for p in paths)]
     links = {
         task: [
@@ -230,19 +238,21 @@ def update_leaderboard(
         if (out_dir / RUNS_DIR / run_copy_name(e)).is_file()
     }
     unread = [(str(p), why) for p, why in [*report.skipped, *report.unfinished]]
-    atomic_write_text(markdown_path, render_markdown(entries, updated, links, run_links, notes, unread))
+    samples = _samples_of(entries, runs)
+    atomic_write_text(markdown_path, render_markdown(entries, updated, links, run_links, notes, unread, min_n, samples))
     report.written.append(markdown_path)
     if site is not None:
         from longctx_eval.leaderboard_site import SiteInput, write_site
 
         shown = SiteInput(
-            samples=_samples_of(entries, runs),
+            samples=samples,
             entries=entries,
             updated=updated,
             plots={task: [out_dir / rel for rel in paths] for task, paths in links.items()},
             run_files={name: out_dir / rel for name, rel in run_links.items()},
             notes=notes,
             unread=unread,
+            min_n=min_n,
         )
         report.written += write_site(shown, site)
     # Only after the new plots and the page that links them are in place.

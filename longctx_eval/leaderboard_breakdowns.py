@@ -14,11 +14,14 @@ from longctx_eval.result_text import (
     md_escape,
     value_text,
 )
-from longctx_eval.results import EffectiveLength, SliceValue, TaskResult
+from longctx_eval.results import ContrastResult, EffectiveLength, SliceValue, TaskResult
 
 Board = Sequence[tuple[str, TaskResult]]
 """A task's rows, best first: (model name, its result)."""
 KINDS = {"absolute": "eff. length", "relative": "rel. eff. length"}
+DEFAULT_MIN_N = 30
+"""Cells with fewer samples are marked low n and kept out of ranking, effective length and contrasts
+(`leaderboard --min-n`)."""
 
 
 def effective_of(result: TaskResult, metric: str, kind: str) -> EffectiveLength | None:
@@ -39,20 +42,33 @@ def _rules(board: Board, metric: str, kind: str) -> set[str]:
     return {_rule(e) for _, r in board if (e := effective_of(r, metric, kind)) is not None}
 
 
-def effective_cells(result: TaskResult, board: Board, metric: str, kinds: Sequence[str]) -> list[str]:
-    """One cell per kind: '4K [2K, 8K]', '(window)' when the window ended it, the rule when models differ."""
+def low_n_lengths(result: TaskResult, metric: str, lengths: Sequence[int], min_n: int) -> list[int]:
+    """Those of `lengths` where the result's pooled-depth `metric` row has fewer than `min_n` samples."""
+    rows = {r.length: r.n for r in result.results if r.metric == metric and r.depth is None}
+    return [n for n in lengths if rows.get(n, 0) < min_n]
+
+
+def effective_cells(
+    result: TaskResult, board: Board, metric: str, kinds: Sequence[str], min_n: int = DEFAULT_MIN_N
+) -> list[str]:
+    """One cell per kind: '4K [2K, 8K]', '(window)' when the window ended it, the rule when models differ;
+    'low n (1K, 2K)' instead when a length it ran over has fewer than `min_n` samples."""
     cells = []
     for kind in kinds:
         e = effective_of(result, metric, kind)
         if e is None:
             cells.append(DASH)
             continue
+        low = low_n_lengths(result, metric, e.lengths, min_n)
+        if low:
+            cells.append(f"low n ({', '.join(length_label(n) for n in low)})")
+            continue
         text = format_effective(e)
         cells.append(text + (f" ({_rule(e)})" if len(_rules(board, metric, kind)) > 1 else ""))
     return cells
 
 
-def effective_note(board: Board, metric: str, kinds: Sequence[str]) -> list[str]:
+def effective_note(board: Board, metric: str, kinds: Sequence[str], min_n: int = DEFAULT_MIN_N) -> list[str]:
     """The sentence under the table saying what the effective-length columns mean."""
     if not kinds:
         return []
@@ -77,12 +93,14 @@ def effective_note(board: Board, metric: str, kinds: Sequence[str]) -> list[str]
         "",
         "; ".join(parts) + ". [lo, hi]: 95% bootstrap interval (samples resampled within each length); `<N`: "
         "below the threshold already at the shortest length N; (window): it held at every length the model could "
-        "read, and longer lengths were over its context window.",
+        f"read, and longer lengths were over its context window; low n (lengths): not shown, those lengths have "
+        f"fewer than {min_n} samples.",
     ]
 
 
-def slice_sections(board: Board, metric: str) -> list[str]:
-    """Per slice key: `metric` per value of the key, all lengths pooled, one row per model."""
+def slice_sections(board: Board, metric: str, min_n: int = DEFAULT_MIN_N) -> list[str]:
+    """Per slice key: `metric` per value of the key, all lengths pooled, one row per model; a value from fewer
+    than `min_n` samples is marked '(low n)'."""
     keys = list(dict.fromkeys(k for _, r in board for row in r.slices if row.slice for k in row.slice))
     lines: list[str] = []
     for key in keys:
@@ -95,7 +113,7 @@ def slice_sections(board: Board, metric: str) -> list[str]:
                     if vkey is None:
                         continue
                     shown.setdefault(vkey, row.slice[key])
-                    cells[(name, vkey)] = format_cell(row)
+                    cells[(name, vkey)] = format_cell(row) + (" (low n)" if row.n < min_n else "")
         if not shown:
             continue
         order = sorted(shown)
@@ -113,8 +131,17 @@ def slice_sections(board: Board, metric: str) -> list[str]:
     return lines
 
 
-def contrast_section(board: Board) -> list[str]:
-    """Every contrast: the difference per length and pooled, with interval; the pooled cell adds both sides."""
+def contrast_cell(c: ContrastResult, min_n: int = DEFAULT_MIN_N) -> str:
+    """'0.31 [0.12, 0.50]', or 'low n (3 vs 3)' when either side has fewer than `min_n` samples."""
+    if min(c.n_a, c.n_b) < min_n:
+        return f"low n ({c.n_a} vs {c.n_b})"
+    return format_difference(c)
+
+
+def contrast_section(board: Board, min_n: int = DEFAULT_MIN_N) -> list[str]:
+    """Every contrast: the difference per length and pooled, with interval; the pooled cell adds both sides.
+
+    A side with fewer than `min_n` samples keeps the difference off the page ('low n (3 vs 3)')."""
     found = [(name, c) for name, r in board for c in r.contrasts]
     if not found:
         return []
@@ -126,7 +153,8 @@ def contrast_section(board: Board) -> list[str]:
     lines = [
         "",
         "Contrasts (" + "; ".join(f"`{md_escape(n)}`: {md_escape(defined[n])}" for n in names) + "; 95% interval "
-        "from resampling each side on its own):",
+        f"from resampling each side on its own; low n (a vs b): a side has fewer than {min_n} samples, no "
+        "difference shown):",
         "",
     ]
     head = ["model", "contrast", *(length_label(n) for n in lengths), "all"]
@@ -136,13 +164,15 @@ def contrast_section(board: Board) -> list[str]:
             mine = {c.length: c for m, c in found if m == model and c.name == cname}
             if not mine:
                 continue
-            cells = [format_difference(mine[n]) if n in mine else DASH for n in lengths]
+            cells = [contrast_cell(mine[n], min_n) if n in mine else DASH for n in lengths]
             pooled = mine.get(None)
             cells.append(
-                f"{format_difference(pooled)} ({pooled.value_a:.2f} n={pooled.n_a} vs {pooled.value_b:.2f} "
+                DASH
+                if pooled is None
+                else contrast_cell(pooled, min_n)
+                if min(pooled.n_a, pooled.n_b) < min_n
+                else f"{format_difference(pooled)} ({pooled.value_a:.2f} n={pooled.n_a} vs {pooled.value_b:.2f} "
                 f"n={pooled.n_b})"
-                if pooled is not None
-                else DASH
             )
             lines.append("| " + " | ".join([f"**{md_escape(model)}**", md_escape(cname), *cells]) + " |")
     return lines

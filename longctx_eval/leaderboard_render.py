@@ -4,23 +4,29 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Literal
 
 from longctx_eval.leaderboard_breakdowns import (
+    DEFAULT_MIN_N,
     KINDS,
     contrast_section,
     effective_cells,
     effective_kinds,
     effective_note,
+    effective_of,
     slice_sections,
 )
 from longctx_eval.leaderboard_details import detail_section
+from longctx_eval.leaderboard_noise import FLOOR_LEGEND, floor_cells, resolution_cells, unit_metric
+from longctx_eval.leaderboard_serving import serving_sections
+from longctx_eval.leaderboard_significance import Samples, leader_lines
 from longctx_eval.result_text import DASH, format_cell, length_label
 from longctx_eval.result_text import md_escape as _escape
 from longctx_eval.results import (
     Coverage,
     MetricResult,
+    ModelMeta,
     RunResult,
     TaskResult,
     failure_summary,
@@ -111,6 +117,8 @@ class Cell:
     evaluated: int | None = None
     over_length: int | None = None
     failed: int = 0
+    low_n: bool = False
+    """A value from fewer samples than the board's minimum n: shown, marked, never ranked on."""
 
     @property
     def partial(self) -> bool:
@@ -118,8 +126,16 @@ class Cell:
         return self.state == "value" and self.planned is not None and (self.evaluated or 0) < self.planned
 
 
-def cell(task: TaskResult, metric: str, length: int | None, depth: float | None) -> Cell:
-    """The cell of one stratum (length None = pooled over lengths, depth None = pooled over depths)."""
+def cell(task: TaskResult, metric: str, length: int | None, depth: float | None, min_n: int = DEFAULT_MIN_N) -> Cell:
+    """The cell of one stratum (length None = pooled over lengths, depth None = pooled over depths); a value
+    from fewer than `min_n` samples is `low_n`."""
+    found = _cell(task, metric, length, depth)
+    if found.state == "value" and found.row is not None and found.row.n < min_n:
+        return replace(found, low_n=True)
+    return found
+
+
+def _cell(task: TaskResult, metric: str, length: int | None, depth: float | None) -> Cell:
     row = lookup(task, metric, length, depth)
     strata = strata_coverage(task.coverage)
     if length is None:
@@ -150,8 +166,8 @@ def pooled_lengths_of(task: TaskResult) -> list[int] | None:
     return None
 
 
-def evaluated_lengths(task: TaskResult, metric: str) -> set[int]:
-    """Lengths with a finite pooled-depth value of `metric` and (when covered) evaluated samples."""
+def evaluated_lengths(task: TaskResult, metric: str, min_n: int = 1) -> set[int]:
+    """Lengths with a finite pooled-depth value of `metric`, (when covered) evaluated samples and n >= `min_n`."""
     return {
         row.length
         for row in task.results
@@ -159,51 +175,145 @@ def evaluated_lengths(task: TaskResult, metric: str) -> set[int]:
         and row.length is not None
         and row.depth is None
         and math.isfinite(row.value)
-        and cell(task, metric, row.length, None).state == "value"
+        and row.n >= min_n
+        and _cell(task, metric, row.length, None).state == "value"
     }
 
 
-def shared_lengths(task: str, entries: Sequence[RunResult], metric: str) -> list[int]:
-    """Lengths every entry with any evaluated length in `task` was evaluated at (the ranking lengths)."""
-    sets = [s for e in entries if (t := task_of(e, task)) is not None and (s := evaluated_lengths(t, metric))]
-    return sorted(set.intersection(*sets)) if sets else []
+@dataclass(frozen=True)
+class Ranking:
+    """How a task's models are ranked: `ranked` best first by the mean of `metric` over `lengths` (or by the
+    pooled value when `pooled`), and the models that are listed but not ranked, each with why."""
 
+    metric: str
+    min_n: int
+    ranked: list[RunResult]
+    unranked: list[tuple[RunResult, str]] = field(default_factory=list)
+    lengths: list[int] = field(default_factory=list)
+    pooled: bool = False
 
-def ranked(task: str, entries: Sequence[RunResult], metric: str) -> list[RunResult]:
-    """Entries that ran `task`, best first: by the mean over the shared lengths, else by the pooled value.
+    @property
+    def order(self) -> list[RunResult]:
+        """Every model that ran the task: the ranked ones best first, then the unranked ones by name."""
+        return [*self.ranked, *(e for e, _ in self.unranked)]
 
-    Models are compared only on the lengths they all were evaluated at (see `shared_lengths`); when no
-    length is shared, or the task has no per-length rows, by the pooled ('all') value. Missing last.
-    """
-    shared = shared_lengths(task, entries, metric)
-
-    def key(entry: RunResult) -> tuple[bool, float, str]:
+    def score(self, entry: RunResult, task: str) -> float | None:
+        """The value `entry` is ranked by: its mean over the ranking lengths (or its pooled value)."""
         result = task_of(entry, task)
-        value = None
-        if result is not None and shared:
-            rows = [lookup(result, metric, n, None) for n in shared]
-            if all(r is not None for r in rows):
-                value = sum(r.value for r in rows if r is not None) / len(rows)
-        elif result is not None:
-            pooled = lookup(result, metric, None, None)
-            value = pooled.value if pooled is not None else None
-        missing = value is None or not math.isfinite(value)
-        return (missing, 0.0 if missing or value is None else -value, entry.model.name)
-
-    return sorted((e for e in entries if task_of(e, task) is not None), key=key)
-
-
-def ranking_rule(task: str, entries: Sequence[RunResult], metric: str) -> str:
-    """One sentence saying how the task's table is sorted; empty for a single model."""
-    if len([e for e in entries if task_of(e, task) is not None]) < 2:
-        return ""
-    shared = shared_lengths(task, entries, metric)
-    if shared:
-        where = ", ".join(length_label(n) for n in shared)
-        return (
-            f"Sorted by the mean `{metric}` over {where} (the lengths every model here was evaluated at), best first."
+        if result is None:
+            return None
+        rows = (
+            [lookup(result, self.metric, None, None)]
+            if self.pooled
+            else [lookup(result, self.metric, n, None) for n in self.lengths]
         )
-    return f"Sorted by the pooled `{metric}` (**all**), best first: no length is shared by every model."
+        if not rows or any(r is None or not math.isfinite(r.value) for r in rows):
+            return None
+        return sum(r.value for r in rows if r is not None) / len(rows)
+
+
+def ranking(task: str, entries: Sequence[RunResult], metric: str, min_n: int = DEFAULT_MIN_N) -> Ranking:
+    """Rank `task`'s models only on lengths they share, each cell with n >= `min_n`.
+
+    Per model its usable lengths are those with a value from at least `min_n` samples. The ranked group is the
+    models that have the length most models have (ties: the group sharing more lengths, then the shorter
+    length); they are ranked by their mean over every length the whole group has. A model without a usable
+    length (every cell low n), or sharing none with the group, is listed, not ranked; when no two models share a
+    usable length, none is ranked (a lone model with usable lengths is ranked when every other one is low n).
+    Tasks without per-length rows rank by the pooled value, again only cells with n >= `min_n`.
+    """
+    ran = sorted((e for e in entries if task_of(e, task) is not None), key=lambda e: e.model.name)
+    per_length = any(r.length is not None for e in ran for r in _results(e, task) if r.metric == metric)
+    if not per_length:
+        usable = {e.model.name: _pooled_usable(e, task, metric, min_n) for e in ran}
+        group = [e for e in ran if usable[e.model.name]]
+        rank = Ranking(metric, min_n, [], pooled=True)
+        low = f"low n: the pooled cell has n < {min_n}"
+        ordered = sorted(group, key=lambda e: (-(rank.score(e, task) or 0.0), e.model.name))
+        return replace(rank, ranked=ordered, unranked=[(e, low) for e in ran if e not in group])
+    usable_of = {e.model.name: evaluated_lengths(t, metric, min_n) for e in ran if (t := task_of(e, task))}
+    candidates = [e for e in ran if usable_of[e.model.name]]
+    group, shared = _group(candidates, usable_of)
+    rank = Ranking(metric, min_n, [], lengths=shared)
+    ordered = sorted(group, key=lambda e: (-(rank.score(e, task) or 0.0), e.model.name))
+    unranked = []
+    for e in ran:
+        if e in group:
+            continue
+        own = usable_of[e.model.name]
+        if not own:
+            why = f"low n: no length with n >= {min_n}"
+        elif not group:
+            why = f"shares no length with n >= {min_n} with another model (has {_lengths_text(sorted(own))})"
+        else:
+            why = f"shares no ranking length (has {_lengths_text(sorted(own))} with n >= {min_n})"
+        unranked.append((e, why))
+    return replace(rank, ranked=ordered, unranked=unranked)
+
+
+def _group(candidates: list[RunResult], usable_of: Mapping[str, set[int]]) -> tuple[list[RunResult], list[int]]:
+    """The ranked group and the lengths all of it shares (see `ranking`)."""
+    if len(candidates) == 1:
+        return candidates, sorted(usable_of[candidates[0].model.name])
+    counts: dict[int, int] = {}
+    for e in candidates:
+        for n in usable_of[e.model.name]:
+            counts[n] = counts.get(n, 0) + 1
+    if not counts or max(counts.values()) < 2:
+        return [], []
+    best: tuple[int, int, int] | None = None
+    chosen: tuple[list[RunResult], list[int]] = ([], [])
+    for length, count in sorted(counts.items()):
+        members = [e for e in candidates if length in usable_of[e.model.name]]
+        shared = sorted(set.intersection(*(usable_of[e.model.name] for e in members)))
+        key = (count, len(shared), -length)
+        if best is None or key > best:
+            best, chosen = key, (members, shared)
+    return chosen
+
+
+def _results(entry: RunResult, task: str) -> list[MetricResult]:
+    result = task_of(entry, task)
+    return list(result.results) if result is not None else []
+
+
+def _pooled_usable(entry: RunResult, task: str, metric: str, min_n: int) -> bool:
+    result = task_of(entry, task)
+    row = lookup(result, metric, None, None) if result is not None else None
+    return row is not None and math.isfinite(row.value) and row.n >= min_n
+
+
+def shared_lengths(task: str, entries: Sequence[RunResult], metric: str, min_n: int = DEFAULT_MIN_N) -> list[int]:
+    """The lengths the task's ranked models are ranked on (every one of them has each with n >= `min_n`)."""
+    return ranking(task, entries, metric, min_n).lengths
+
+
+def ranked(task: str, entries: Sequence[RunResult], metric: str, min_n: int = DEFAULT_MIN_N) -> list[RunResult]:
+    """Entries that ran `task` in table order: the ranked ones best first, then the unranked ones by name
+    (`ranking(...).ranked` holds only the ranked ones)."""
+    return ranking(task, entries, metric, min_n).order
+
+
+def ranking_rule(task: str, entries: Sequence[RunResult], metric: str, min_n: int = DEFAULT_MIN_N) -> str:
+    """One sentence saying how the task's table is ranked (and that unranked models are listed under it)."""
+    rank = ranking(task, entries, metric, min_n)
+    if len(rank.order) < 2 and not rank.unranked:
+        return ""
+    if not rank.ranked and len(rank.order) == 1:
+        return f"Not ranked: low n (no cell with n >= {min_n})."
+    if not rank.ranked:
+        return (
+            f"Not ranked: no two models share a length where both have n >= {min_n}; every model is listed "
+            "under **Not ranked**."
+        )
+    rest = " Models not ranked are listed under the table." if rank.unranked else ""
+    if rank.pooled:
+        return f"Ranked by the pooled `{metric}` (**all**, cells with n >= {min_n}), best first.{rest}"
+    where = _lengths_text(rank.lengths)
+    return (
+        f"Ranked by the mean `{metric}` over {where} (the lengths every ranked model has with n >= {min_n}), "
+        f"best first.{rest}"
+    )
 
 
 def format_params(params: int | None) -> str:
@@ -216,6 +326,15 @@ def format_params(params: int | None) -> str:
     return str(params)
 
 
+def context_window_text(model: ModelMeta) -> str:
+    """'8,192 tokens (why, from runtime.window.source)' or 'none' for a model without a window (retrievers)."""
+    if model.context_window is None:
+        return "none"
+    window = model.runtime.get("window") if isinstance(model.runtime, dict) else None
+    source = window.get("source") if isinstance(window, dict) else None
+    return f"{model.context_window:,} tokens" + (f" ({source})" if source else "")
+
+
 def format_state(c: Cell) -> str:
     """A table cell: the value with interval and n ('n=2/5' when partial), or the stratum's state."""
     if c.state == "over_window":
@@ -226,10 +345,11 @@ def format_state(c: Cell) -> str:
         return "not evaluated"
     text = format_cell(c.row)
     if c.row is None or c.planned is None:
-        return text
+        return text + (" (low n)" if c.low_n else "")
     if c.partial:
         text = text.rsplit(" n=", 1)[0] + f" n={c.row.n}/{c.planned}"
-    notes = [f"{c.over_length} over window"] * bool(c.over_length) + [f"{c.failed} failed"] * bool(c.failed)
+    notes = ["low n"] * c.low_n + [f"{c.over_length} over window"] * bool(c.over_length)
+    notes += [f"{c.failed} failed"] * bool(c.failed)
     return text + (f" ({', '.join(notes)})" if notes else "")
 
 
@@ -238,17 +358,27 @@ def failed_cell(task: TaskResult) -> str:
     return f"failed: {failure_summary(task.failures) or 'unknown error'}"
 
 
-CELL_LEGEND = (
-    "Each cell is the task's primary metric at that context length (tokens), pooled over depths, with its 95% "
-    "bootstrap interval and sample count; `n=2/5` marks a partial cell (2 of the 5 samples of the task's grid "
-    "evaluated). **n/a (over window)**: every sample at that length was longer than the model's context "
-    "window; **N failed**: N requests failed (a server error, out of memory, a refused model): they are not "
-    "scored, their reasons are listed under the table, and a rerun retries them; **failed: reason**: every "
-    "request of the task failed; **not evaluated**: that length's samples were not run (`--limit`). "
-    "**all** pools the lengths it names (never over-window ones; older run files: every length). "
-    "Models are compared only on the lengths they share: each table says its sort rule."
-)
-"""What a leaderboard cell says, shown above the tables (LEADERBOARD.md and the site)."""
+def cell_legend(min_n: int = DEFAULT_MIN_N) -> str:
+    """What a leaderboard cell says, shown above the tables (LEADERBOARD.md and the site)."""
+    return (
+        "Each cell is the task's primary metric at that context length (tokens), pooled over depths, with its 95% "
+        "bootstrap interval and sample count; `n=2/5` marks a partial cell (2 of the 5 samples of the task's grid "
+        "evaluated). **n/a (over window)**: every sample at that length was longer than the model's context "
+        "window; **N failed**: N requests failed (a server error, out of memory, a refused model): they are not "
+        "scored, their reasons are listed under the table, and a rerun retries them; **failed: reason**: every "
+        "request of the task failed; **not evaluated**: that length's samples were not run (`--limit`). "
+        "**all** pools the lengths it names (never over-window ones; older run files: every length). "
+        f"**low n**: fewer than {min_n} samples (the minimum n, `leaderboard --min-n`): the value is shown but "
+        "never ranked or sorted on, and no effective length or contrast is shown from it; a cell of one sample "
+        "shows no interval. Models are ranked only on the lengths they share, each with n at or above the "
+        "minimum: each table says its rule; a model sharing none (or with every cell low n) is listed under "
+        "**Not ranked**, not ranked. Under each table: the task's **noise floor** and the **resolvable "
+        "difference** at its cells' n (defined below)."
+    )
+
+
+CELL_LEGEND = cell_legend()
+"""The legend at the default minimum n."""
 
 MERGE_RULE = (
     "Per model, task and capability the latest result is shown (by the task's start time). A newer result of "
@@ -265,18 +395,23 @@ def render_markdown(
     run_links: Mapping[str, str] | None = None,
     notes: Sequence[MergeNote] = (),
     unread: Sequence[tuple[str, str]] = (),
+    min_n: int = DEFAULT_MIN_N,
+    samples: Samples | None = None,
 ) -> str:
     """LEADERBOARD.md: per task a model x length table, then notes, skipped tasks and model metadata.
 
     `plots` maps task -> relative PNG path(s), the heatmap first; `run_links` maps model name -> relative
     run-file path; `notes` are the merge's not-shown and replaced results; `unread` the inputs (run files,
-    run folders) that were not merged, with why.
+    run folders) that were not merged, with why; `samples` the per-sample scores of input run folders (per
+    model and board), for the leader vs runner-up test (`leaderboard_significance.py`).
     """
     tasks = task_names(entries)
     lines = [
         "# longctx-eval leaderboard",
         "",
-        f"Updated {updated} · {len(entries)} model(s) · {len(tasks)} task(s). {CELL_LEGEND}",
+        f"Updated {updated} · {len(entries)} model(s) · {len(tasks)} task(s). {cell_legend(min_n)}",
+        "",
+        FLOOR_LEGEND,
         "",
         MERGE_RULE,
     ]
@@ -284,7 +419,7 @@ def render_markdown(
     for task in tasks:
         mine = [n for n in notes if n.task is not None and board_of(n, tasks) == task]
         placed.update(mine)
-        lines += ["", *_task_section(task, entries, plots.get(task), mine)]
+        lines += ["", *_task_section(task, entries, plots.get(task), mine, min_n, samples)]
     rest = [n for n in notes if n not in placed]
     if rest:
         lines += ["", "## Not shown", "", "| model | task | run | why |", "|---|---|---|---|"]
@@ -319,7 +454,12 @@ def _lengths_text(values: Sequence[int]) -> str:
 
 
 def _task_section(
-    task: str, entries: Sequence[RunResult], plots: str | Sequence[str] | None, notes: Sequence[MergeNote]
+    task: str,
+    entries: Sequence[RunResult],
+    plots: str | Sequence[str] | None,
+    notes: Sequence[MergeNote],
+    min_n: int = DEFAULT_MIN_N,
+    samples: Samples | None = None,
 ) -> list[str]:
     metric = primary_metric(task, entries)
     if metric is None:
@@ -332,51 +472,146 @@ def _task_section(
         else:
             lines.append("No results reported.")
         return lines + _warnings(task, entries) + _note_lines(notes)
-    versions = sorted({t.version for e in entries if (t := task_of(e, task)) is not None})
-    version = f" (v{versions[0]})" if len(versions) == 1 else ""
-    cols: list[int | None] = [*lengths(task, entries, metric, with_depth=False), None]
-    models = ranked(task, entries, metric)
-    board = [(e.model.name, t) for e in models if (t := task_of(e, task)) is not None]
-    kinds = effective_kinds(board, metric)
-    pooled = [pooled_lengths_of(t) for e in models if (t := task_of(e, task)) is not None]
-    common = pooled[0] if pooled and all(p is not None and p == pooled[0] for p in pooled) else None
-    all_label = f"all ({_lengths_text(common)})" if common is not None else "all"
+    view = board_view(task, entries, metric, min_n)
     lines = [
-        f"## {_escape(task)}{version}",
+        f"## {_escape(task)}{view.version_text}",
         "",
-        f"Primary metric: `{metric}`. {ranking_rule(task, entries, metric)}".rstrip(),
+        f"Primary metric: `{metric}`. {ranking_rule(task, entries, metric, min_n)}".rstrip(),
         "",
     ]
-    head = ["model", *([] if version else ["version"]), *(length_label(c) for c in cols[:-1]), all_label]
-    head += [KINDS[k] for k in kinds]
-    lines += ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
-    counts = []
-    for entry in models:
-        result = task_of(entry, task)
-        assert result is not None  # ranked() only yields entries that ran the task
-        cells = [f"**{_escape(entry.model.name)}**", *([] if version else [_escape(result.version)])]
-        cells += [format_state(cell(result, metric, c, None)) for c in cols[:-1]]
-        all_cell = failed_cell(result) if task_failed(result) else format_state(cell(result, metric, None, None))
-        own = pooled_lengths_of(result)
-        if common is None and own is not None and cell(result, metric, None, None).state == "value":
-            all_cell += f" over {_lengths_text(own)}"
-        cells.append(all_cell)
-        cells += effective_cells(result, board, metric, kinds)
-        lines.append("| " + " | ".join(cells) + " |")
-        if result.over_length or result.errors:
-            counts.append(
-                f"{_escape(entry.model.name)} {result.over_length} over-length, {result.errors} failed "
-                f"of {result.n_samples}"
-            )
+    separator = "|" + "|".join(["---"] + ["---:"] * (len(view.head) - 1)) + "|"
+    if view.ranked:
+        lines += ["| " + " | ".join(view.head) + " |", separator]
+        lines += ["| " + " | ".join(_md_row(r)) + " |" for r in view.ranked]
+        lines += ["| " + " | ".join(_md_row(r)) + " |" for r in view.foot]
+    if view.unranked:
+        if view.ranked:
+            lines.append("")
+        why = "; ".join(f"**{_escape(r.name)}**: {_escape(r.why)}" for r in view.unranked)
+        lines += [f"Not ranked (listed, not compared): {why}.", ""]
+        lines += ["| " + " | ".join(view.head) + " |", separator]
+        lines += ["| " + " | ".join(_md_row(r)) + " |" for r in view.unranked]
+        if not view.ranked:
+            lines += ["| " + " | ".join(_md_row(r)) + " |" for r in view.foot]
+    board = [(r.name, r.result) for r in [*view.ranked, *view.unranked] if r.result is not None]
+    counts = [
+        f"{_escape(name)} {result.over_length} over-length, {result.errors} failed of {result.n_samples}"
+        for name, result in board
+        if result.over_length or result.errors
+    ]
+    rk = view.ranking
+    lines += leader_lines(task, rk.ranked, metric, samples, [] if rk.pooled else rk.lengths)
     if counts:
         lines += ["", "Over-length and failed samples: " + "; ".join(counts) + "."]
-    lines += _failure_lines([(e.model.name, t) for e in models if (t := task_of(e, task)) is not None])
-    lines += effective_note(board, metric, kinds) + slice_sections(board, metric) + contrast_section(board)
+    lines += _failure_lines(board)
+    lines += effective_note(board, metric, view.kinds, min_n) + slice_sections(board, metric, min_n)
+    lines += contrast_section(board, min_n) + serving_sections(board)
     lines += detail_section(board)
     lines += _warnings(task, entries) + _note_lines(notes)
     for path in [plots] if isinstance(plots, str) else plots or []:
         lines += ["", f"![{_escape(task)} {_plot_kind(path)}]({path})"]
     return lines
+
+
+@dataclass(frozen=True)
+class BoardCell:
+    """One cell of a task table: its plain text, its sort key (None: kept out of sorting) and its state mark."""
+
+    text: str
+    key: object = None
+    mark: str = ""
+
+
+@dataclass(frozen=True)
+class BoardRow:
+    """One row of a task table: a model (or a foot row: noise floor, resolvable difference) and its cells after
+    the name, as plain text (each renderer escapes them)."""
+
+    name: str
+    cells: list[BoardCell]
+    result: TaskResult | None = None
+    why: str = ""
+    foot: bool = False
+
+
+@dataclass(frozen=True)
+class BoardView:
+    """A task's table as both renderers lay it out: the header, ranked rows, unranked rows, foot rows."""
+
+    head: list[str]
+    columns: list[int | None]
+    ranked: list[BoardRow]
+    unranked: list[BoardRow]
+    foot: list[BoardRow]
+    kinds: list[str]
+    version_text: str
+    ranking: Ranking
+
+
+def board_view(task: str, entries: Sequence[RunResult], metric: str, min_n: int = DEFAULT_MIN_N) -> BoardView:
+    """The task's table: per model its cells (value, interval, n, state, low n), ranked ones first, then the
+    unranked ones, then the noise-floor and resolvable-difference rows."""
+    versions = sorted({t.version for e in entries if (t := task_of(e, task)) is not None})
+    version = f" (v{versions[0]})" if len(versions) == 1 else ""
+    cols: list[int | None] = [*lengths(task, entries, metric, with_depth=False), None]
+    rank = ranking(task, entries, metric, min_n)
+    results = [(e.model.name, t) for e in rank.order if (t := task_of(e, task)) is not None]
+    kinds = effective_kinds(results, metric)
+    pooled = [pooled_lengths_of(t) for _, t in results]
+    common = pooled[0] if pooled and all(p is not None and p == pooled[0] for p in pooled) else None
+    all_label = f"all ({_lengths_text(common)})" if common is not None else "all"
+    head = ["model", *([] if version else ["version"]), *(length_label(c) for c in cols[:-1]), all_label]
+    head += [KINDS[k] for k in kinds]
+
+    def row(name: str, result: TaskResult, why: str = "") -> BoardRow:
+        cells = []
+        if not version:
+            cells.append(BoardCell(result.version, result.version))
+        for c in cols:
+            state = cell(result, metric, c, None, min_n)
+            text = failed_cell(result) if c is None and task_failed(result) else format_state(state)
+            own = pooled_lengths_of(result)
+            if c is None and common is None and own is not None and state.state == "value":
+                text += f" over {_lengths_text(own)}"
+            usable = state.state == "value" and state.row is not None and not state.low_n
+            mark = (
+                "low-n"
+                if state.low_n
+                else "partial"
+                if state.partial
+                else ""
+                if state.state == "value"
+                else state.state
+            )
+            cells.append(BoardCell(text, state.row.value if usable and state.row else None, mark))
+        for kind, text in zip(kinds, effective_cells(result, results, metric, kinds, min_n), strict=True):
+            e = effective_of(result, metric, kind)
+            shown = e is not None and not text.startswith("low n")
+            cells.append(BoardCell(text, e.value if shown and e is not None else None))
+        return BoardRow(name, cells, result, why)
+
+    ranked_rows = [row(e.model.name, t) for e in rank.ranked if (t := task_of(e, task)) is not None]
+    unranked_rows = [row(e.model.name, t, why) for e, why in rank.unranked if (t := task_of(e, task)) is not None]
+    board = [t for _, t in results]
+    lead = [] if version else [BoardCell("")]
+    foot = []
+    floors = floor_cells(board, metric, cols)
+    if floors is not None:
+        cells = [*lead, *(BoardCell(f) for f in floors)]
+        foot.append(BoardRow("noise floor", cells + [BoardCell("")] * len(kinds), foot=True))
+    if unit_metric(board, metric):
+        ns = [
+            [c.row.n for t in board if (c := cell(t, metric, n, None, min_n)).state == "value" and c.row is not None]
+            for n in cols
+        ]
+        cells = [*lead, *(BoardCell(t) for t in resolution_cells(ns))]
+        foot.append(BoardRow("resolvable difference", cells + [BoardCell("")] * len(kinds), foot=True))
+    return BoardView(head, cols, ranked_rows, unranked_rows, foot, kinds, version, rank)
+
+
+def _md_row(row: BoardRow) -> list[str]:
+    first = f"*{_escape(row.name)}*" if row.foot else f"**{_escape(row.name)}**"
+    return [first, *(_escape(c.text) for c in row.cells)]
 
 
 def _failure_lines(board: Sequence[tuple[str, TaskResult]]) -> list[str]:
@@ -425,8 +660,8 @@ def _models_section(entries: Sequence[RunResult], run_links: Mapping[str, str]) 
     lines = [
         "## Models",
         "",
-        "| model | spec | kind | params | dtype | tokenizer | suite | started | run file |",
-        "|---|---|---|---:|---|---|---|---|---|",
+        "| model | spec | kind | params | dtype | tokenizer | context window | suite | started | run file |",
+        "|---|---|---|---:|---|---|---:|---|---|---|",
     ]
     for e in sorted(entries, key=lambda e: e.model.name):
         m = e.model
@@ -438,6 +673,7 @@ def _models_section(entries: Sequence[RunResult], run_links: Mapping[str, str]) 
             format_params(m.params),
             m.dtype or DASH,
             m.tokenizer,
+            context_window_text(m),
             suite,
             e.started,
         ]

@@ -18,32 +18,29 @@ from html import escape
 from pathlib import Path
 
 from longctx_eval.io import atomic_write_bytes, atomic_write_text
-from longctx_eval.leaderboard_breakdowns import (
-    KINDS,
-    contrast_section,
-    effective_cells,
-    effective_kinds,
-    effective_of,
-    slice_sections,
-)
+from longctx_eval.leaderboard_breakdowns import DEFAULT_MIN_N, contrast_section, effective_note, slice_sections
 from longctx_eval.leaderboard_details import detail_section
 from longctx_eval.leaderboard_merge import MergeNote
+from longctx_eval.leaderboard_noise import FLOOR_LEGEND
 from longctx_eval.leaderboard_render import (
-    CELL_LEGEND,
     MERGE_RULE,
+    BoardRow,
     board_of,
+    board_view,
     cell,
+    cell_legend,
+    context_window_text,
     failed_cell,
     format_params,
     format_state,
-    lengths,
-    pooled_lengths_of,
     primary_metric,
-    ranked,
+    ranking,
     ranking_rule,
     task_names,
     task_of,
 )
+from longctx_eval.leaderboard_serving import serving_sections
+from longctx_eval.leaderboard_significance import leader_test
 from longctx_eval.paired_scores import PairedDifference, PairKey, SampleScore, paired_differences
 from longctx_eval.result_text import DASH, length_label
 from longctx_eval.results import Coverage, LatencyStats, RunResult, TaskResult, strata_coverage, task_failed
@@ -65,6 +62,8 @@ class SiteInput:
     unread: Sequence[tuple[str, str]] = ()
     samples: Mapping[str, Mapping[str, Mapping[PairKey, SampleScore]]] = field(default_factory=dict)
     """Per model name and board: its per-sample scores (from run folders' scores/), for the comparison pages."""
+    min_n: int = DEFAULT_MIN_N
+    """Cells with fewer samples are marked low n and never ranked or sorted on."""
 
 
 def write_site(site: SiteInput, out: Path) -> list[Path]:
@@ -157,14 +156,15 @@ def index_page(site: SiteInput, links: Links) -> str:
     parts = [
         "<h1>longctx-eval leaderboard</h1>",
         f"<p>Updated {escape(site.updated)} · {len(site.entries)} model(s) · {len(tasks)} task(s).</p>",
-        f'<p class="legend">{inline(CELL_LEGEND)}</p>',
+        f'<p class="legend">{inline(cell_legend(site.min_n))}</p>',
+        f'<p class="legend">{inline(FLOOR_LEGEND)}</p>',
         f'<p class="legend">{inline(MERGE_RULE)}</p>',
         "<h2>Tasks</h2>",
     ]
     rows = []
     for task in tasks:
         metric = primary_metric(task, site.entries)
-        models = ranked(task, site.entries, metric) if metric else []
+        models = ranking(task, site.entries, metric, site.min_n).ranked if metric else []
         best = models[0].model.name if models else DASH
         ran = sum(task_of(e, task) is not None for e in site.entries)
         rows.append(
@@ -175,7 +175,7 @@ def index_page(site: SiteInput, links: Links) -> str:
                 (_model_link(best, links) if models else DASH, best),
             ]
         )
-    parts.append(_table(["task", "primary metric", "models", "first by the sort rule"], rows, "tasks"))
+    parts.append(_table(["task", "primary metric", "models", "ranked first (none: no ranking)"], rows, "tasks"))
     parts += ["<h2>Models</h2>", _models_table(site.entries, links)]
     parts += _comparison_list(links, None)
     unplaced = [n for n in site.notes if n.task is None or board_of(n, tasks) is None]
@@ -207,7 +207,10 @@ def task_page(task: str, site: SiteInput, links: Links, notes: Sequence[MergeNot
         parts.append(_table(["model", "state"], rows, "board"))
         parts += _failures(failed)
     else:
-        parts += _board_parts(task, entries, metric, links)
+        parts += _board_parts(task, entries, metric, links, site.min_n)
+        rk = ranking(task, entries, metric, site.min_n)
+        lead = leader_test(task, rk.ranked, metric, site.samples, [] if rk.pooled else rk.lengths)
+        parts += [f'<p class="leader">{escape(lead.sentence())}</p>'] if lead is not None else []
     parts += _warnings(task, entries)
     if notes:
         title = {"not_shown": "Not shown", "replaced": "Replaced", "other_model": "Not shown"}
@@ -224,41 +227,30 @@ def task_page(task: str, site: SiteInput, links: Links, notes: Sequence[MergeNot
     return page(f"{task} · longctx-eval", "\n".join(parts))
 
 
-def _board_parts(task: str, entries: Sequence[RunResult], metric: str, links: Links) -> list[str]:
-    versions = sorted({t.version for e in entries if (t := task_of(e, task)) is not None})
-    cols: list[int | None] = [*lengths(task, entries, metric, with_depth=False), None]
-    models = ranked(task, entries, metric)
-    board = [(e.model.name, t) for e in models if (t := task_of(e, task)) is not None]
-    kinds = effective_kinds(board, metric)
-    pooled = [pooled_lengths_of(t) for _, t in board]
-    common = pooled[0] if pooled and all(p is not None and p == pooled[0] for p in pooled) else None
-    all_label = f"all ({', '.join(length_label(n) for n in common) or 'no length'})" if common is not None else "all"
-    head = ["model", *(["version"] if len(versions) > 1 else []), *(length_label(c) for c in cols[:-1]), all_label]
-    head += [KINDS[k] for k in kinds]
-    rows = []
-    for name, result in board:
-        row: list[tuple[str, object]] = [(_model_link(name, links), name)]
-        if len(versions) > 1:
-            row.append(_txt(result.version))
-        for length in cols:
-            c = cell(result, metric, length, None)
-            text = failed_cell(result) if length is None and task_failed(result) else format_state(c)
-            own = pooled_lengths_of(result)
-            if length is None and common is None and own is not None and c.state == "value":
-                text += f" over {', '.join(length_label(n) for n in own)}"
-            value = c.row.value if c.state == "value" and c.row is not None else None
-            mark = "partial" if c.partial else c.state if c.state != "value" else ""
-            row.append((escape(text), value, mark))
-        for kind, text in zip(kinds, effective_cells(result, board, metric, kinds), strict=True):
-            e = effective_of(result, metric, kind)
-            row.append((escape(text), e.value if e is not None else None))
-        rows.append(row)
-    version = f" (v{escape(versions[0])})" if len(versions) == 1 else ""
+def _board_parts(task: str, entries: Sequence[RunResult], metric: str, links: Links, min_n: int) -> list[str]:
+    view = board_view(task, entries, metric, min_n)
+    head = view.head
+
+    def rows(board_rows: Sequence[BoardRow]) -> list[list[Cell]]:
+        out: list[list[Cell]] = []
+        for r in board_rows:
+            first: Cell = (f"<em>{escape(r.name)}</em>", None) if r.foot else (_model_link(r.name, links), r.name)
+            out.append([first, *((escape(c.text), c.key, c.mark) for c in r.cells)])
+        return out
+
     parts = [
-        f"<p>Primary metric: <code>{escape(metric)}</code>{version}. {inline(ranking_rule(task, entries, metric))}"
-        " Click a column title to sort by it (again to reverse).</p>",
-        _table(head, rows, "board"),
+        f"<p>Primary metric: <code>{escape(metric)}</code>{escape(view.version_text)}. "
+        f"{inline(ranking_rule(task, entries, metric, min_n))} Click a column title to sort by it (again to "
+        "reverse); low-n cells are never sorted on.</p>",
     ]
+    if view.ranked:
+        parts.append(_table(head, rows(view.ranked), "board", rows(view.foot)))
+    if view.unranked:
+        why = "; ".join(f"<strong>{escape(r.name)}</strong>: {escape(r.why)}" for r in view.unranked)
+        parts.append(f"<p>Not ranked (listed, not compared): {why}.</p>")
+        foot = [] if view.ranked else rows(view.foot)
+        parts.append(_table(head, rows(view.unranked), "board unranked" if view.ranked else "board", foot))
+    board = [(r.name, r.result) for r in [*view.ranked, *view.unranked] if r.result is not None]
     counts = [
         f"{escape(n)} {t.over_length} over-length, {t.errors} failed of {t.n_samples}"
         for n, t in board
@@ -267,7 +259,9 @@ def _board_parts(task: str, entries: Sequence[RunResult], metric: str, links: Li
     if counts:
         parts.append("<p>Over-length and failed samples: " + "; ".join(counts) + ".</p>")
     parts += _failures(board)
-    parts += _markdown_blocks(slice_sections(board, metric) + contrast_section(board) + detail_section(board))
+    blocks = effective_note(board, metric, view.kinds, min_n) + slice_sections(board, metric, min_n)
+    blocks += contrast_section(board, min_n) + serving_sections(board) + detail_section(board)
+    parts += _markdown_blocks(blocks)
     return parts
 
 
@@ -282,7 +276,7 @@ def model_page(entry: RunResult, site: SiteInput, links: Links) -> str:
         ("params", format_params(m.params) if m.params is not None else None),
         ("dtype", m.dtype),
         ("tokenizer", m.tokenizer),
-        ("context window", str(m.context_window) if m.context_window else None),
+        ("context window", context_window_text(m)),
         ("capabilities", ", ".join(m.capabilities)),
         ("identity sha256", m.identity_sha256),
         ("weights sha256", m.sha256),
@@ -518,11 +512,13 @@ def _models_table(entries: Sequence[RunResult], links: Links) -> str:
                 _txt(m.kind),
                 (escape(format_params(m.params)), m.params),
                 _txt(m.tokenizer),
+                (escape(context_window_text(m)), m.context_window),
                 (str(len(e.tasks)), len(e.tasks)),
                 _txt(e.started),
             ]
         )
-    return _table(["model", "spec", "kind", "params", "tokenizer", "tasks", "started"], rows, "models")
+    head = ["model", "spec", "kind", "params", "tokenizer", "context window", "tasks", "started"]
+    return _table(head, rows, "models")
 
 
 def _skipped_table(entries: Sequence[RunResult], links: Links) -> str:
@@ -580,22 +576,25 @@ def _sort_attr(key: object) -> str:
     return f' data-sort="{escape(str(key), quote=True)}"'
 
 
-def _table(head: Sequence[str], rows: Sequence[Sequence[Cell]], kind: str) -> str:
-    """A sortable table: every column title is a button; cells carry their sort key and state mark."""
+def _table(head: Sequence[str], rows: Sequence[Sequence[Cell]], kind: str, foot: Sequence[Sequence[Cell]] = ()) -> str:
+    """A sortable table: every column title is a button; cells carry their sort key and state mark; `foot` rows
+    (noise floor, resolvable difference) stay under the body whatever the sort."""
     titles = "".join(f'<th scope="col"><button type="button">{escape(h)}</button></th>' for h in head)
-    body = []
-    for row in rows:
+
+    def tr(row: Sequence[Cell]) -> str:
         cells = []
         for c in row:
             html, key = c[0], c[1]
             mark = c[2] if len(c) > 2 else ""
             cls = f' class="{mark.replace("_", "-")}"' if mark else ""
             cells.append(f"<td{cls}{_sort_attr(key)}>{html}</td>")
-        body.append("<tr>" + "".join(cells) + "</tr>")
+        return "<tr>" + "".join(cells) + "</tr>"
+
+    tail = f"<tfoot>\n{chr(10).join(tr(r) for r in foot)}\n</tfoot>" if foot else ""
     return (
         f'<table class="sortable {kind}"><thead><tr>{titles}</tr></thead>\n<tbody>\n'
-        + "\n".join(body)
-        + "\n</tbody></table>"
+        + "\n".join(tr(r) for r in rows)
+        + f"\n</tbody>{tail}</table>"
     )
 
 

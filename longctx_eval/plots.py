@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import math
 import re
+import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from matplotlib.patches import Patch, Rectangle
 
 from longctx_eval.io import atomic_write_bytes
 from longctx_eval.leaderboard_render import (
+    DEFAULT_MIN_N,
     Cell,
     cell,
     depths,
@@ -40,6 +42,15 @@ MAX_COLS = 3  # subplots per row for the per-model depth grids
 # Over-window cells are hatched grey, not-evaluated cells white with a dotted edge: neither is a score.
 OVER_WINDOW_STYLE = {"facecolor": "#c8c8c8", "edgecolor": "#7a7a7a", "hatch": "///", "linewidth": 0.0}
 NOT_EVALUATED_STYLE = {"facecolor": "white", "edgecolor": "#9a9a9a", "linestyle": ":", "linewidth": 1.0}
+LOW_N_MARK = "\u2020"
+"""Suffix of a low-n cell's value (a dagger)."""
+CHARS_PER_INCH = 11.0
+"""Title characters that fit one inch of figure width at 10 pt (wrapped, never clipped)."""
+
+
+def wrapped(text: str, width_in: float, fontsize: float = 10.0) -> str:
+    """`text` wrapped to fit `width_in` inches at `fontsize` points, so a title is never clipped."""
+    return textwrap.fill(text, max(20, int(width_in * CHARS_PER_INCH * 10.0 / fontsize)))
 
 
 def plot_filename(task: str) -> str:
@@ -47,14 +58,14 @@ def plot_filename(task: str) -> str:
     return re.sub(r"[^A-Za-z0-9._-]+", "-", task).strip("-.") + ".png"
 
 
-def task_figure(task: str, entries: Sequence[RunResult]) -> Figure | None:
+def task_figure(task: str, entries: Sequence[RunResult], min_n: int = DEFAULT_MIN_N) -> Figure | None:
     """The task's heatmap figure, or None when no entry reports a plottable value for it."""
     metric = primary_metric(task, entries)
     if metric is None:
         return None
     if has_depth(task, entries, metric):
-        return _depth_figure(task, entries, metric)
-    return _model_figure(task, entries, metric)
+        return _depth_figure(task, entries, metric, min_n)
+    return _model_figure(task, entries, metric, min_n)
 
 
 def panel_axes(fig: Figure) -> list[Axes]:
@@ -71,11 +82,11 @@ def write_png(fig: Figure, path: Path) -> None:
     atomic_write_bytes(path, buf.getvalue())
 
 
-def write_task_plots(entries: Sequence[RunResult], plots_dir: Path) -> dict[str, Path]:
+def write_task_plots(entries: Sequence[RunResult], plots_dir: Path, min_n: int = DEFAULT_MIN_N) -> dict[str, Path]:
     """Write one heatmap per task under `plots_dir`; returns task name -> PNG path."""
     written: dict[str, Path] = {}
     for task in task_names(entries):
-        fig = task_figure(task, entries)
+        fig = task_figure(task, entries, min_n)
         if fig is not None:
             path = plots_dir / plot_filename(task)
             write_png(fig, path)
@@ -104,9 +115,9 @@ def remove_stale_plots(plots_dir: Path, keep: Iterable[Path], tasks: Iterable[tu
     return removed
 
 
-def _depth_figure(task: str, entries: Sequence[RunResult], metric: str) -> Figure:
+def _depth_figure(task: str, entries: Sequence[RunResult], metric: str, min_n: int) -> Figure:
     """One panel per model: rows are depths, columns are lengths (plus 'all' lengths when reported)."""
-    models = ranked(task, entries, metric)
+    models = ranked(task, entries, metric, min_n)
     row_keys = depths(task, entries, metric)
     col_keys: list[int | None] = list(lengths(task, entries, metric, with_depth=True))
     pooled_cols = any(
@@ -117,35 +128,36 @@ def _depth_figure(task: str, entries: Sequence[RunResult], metric: str) -> Figur
     grids = []
     for entry in models:
         result = task_of(entry, task)
-        grids.append([[_cell(result, metric, c, d) for c in col_keys] for d in row_keys])
+        grids.append([[_cell(result, metric, c, d, min_n) for c in col_keys] for d in row_keys])
     vmin, vmax = _limits([_values(g) for g in grids])
     ncols = min(len(models), MAX_COLS)
     nrows = math.ceil(len(models) / ncols)
     width = max(4.0, 0.75 * len(col_keys) + 1.6)
     height = max(2.6, 0.42 * len(row_keys) + 1.4)
     flat = [c for g in grids for row in g for c in row]
-    fig = Figure(figsize=(width * ncols + 1.0, height * nrows + 0.6 + _legend_height(flat)), layout="constrained")
+    fig_width = width * ncols + 1.0
+    fig = Figure(figsize=(fig_width, height * nrows + 0.6 + _legend_height(flat)), layout="constrained")
     axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
     for ax in axes[len(models) :]:
         ax.remove()
     image = None
     for ax, entry, grid in zip(axes, models, grids, strict=False):
         image = _heatmap(ax, grid, vmin, vmax)
-        ax.set_title(entry.model.name, fontsize=10)
+        ax.set_title(wrapped(entry.model.name, width), fontsize=10)
         _ticks(ax, [length_label(c) for c in col_keys], [f"{d:.0%}" for d in row_keys])
         ax.set_xlabel("context length (tokens)")
         ax.set_ylabel("needle depth")
     fig.colorbar(image, ax=list(axes[: len(models)]), shrink=0.85, label=metric)
-    fig.suptitle(f"{task}: {metric} by length and depth")
-    _legend(fig, flat)
+    fig.suptitle(wrapped(f"{task}: {metric} by length and depth", fig_width, 12), fontsize=12)
+    _legend(fig, flat, min_n)
     return fig
 
 
-def _model_figure(task: str, entries: Sequence[RunResult], metric: str) -> Figure:
-    """A single panel: rows are models (best first), columns are lengths plus 'all'."""
-    models = ranked(task, entries, metric)
+def _model_figure(task: str, entries: Sequence[RunResult], metric: str, min_n: int) -> Figure:
+    """A single panel: rows are models (ranked ones best first, then the unranked), columns are lengths plus 'all'."""
+    models = ranked(task, entries, metric, min_n)
     col_keys: list[int | None] = [*lengths(task, entries, metric, with_depth=False), None]
-    grid = [[_cell(task_of(e, task), metric, c, None) for c in col_keys] for e in models]
+    grid = [[_cell(task_of(e, task), metric, c, None, min_n) for c in col_keys] for e in models]
     vmin, vmax = _limits([_values(grid)])
     width = max(5.0, 0.8 * len(col_keys) + 0.12 * max(len(e.model.name) for e in models) + 2.0)
     flat = [c for row in grid for c in row]
@@ -154,9 +166,9 @@ def _model_figure(task: str, entries: Sequence[RunResult], metric: str) -> Figur
     image = _heatmap(ax, grid, vmin, vmax)
     _ticks(ax, [length_label(c) for c in col_keys], [e.model.name for e in models])
     ax.set_xlabel("context length (tokens)")
-    ax.set_title(f"{task}: {metric} by length")
+    ax.set_title(wrapped(f"{task}: {metric} by length", width - 1.5, 11), fontsize=11)
     fig.colorbar(image, ax=ax, shrink=0.85, label=metric)
-    _legend(fig, flat)
+    _legend(fig, flat, min_n)
     return fig
 
 
@@ -168,11 +180,12 @@ def cell_marks(grid: Sequence[Sequence[Cell]]) -> dict[str, int]:
         "not_evaluated": sum(c.state == "not_evaluated" for c in flat),
         "failed": sum(c.state == "failed" for c in flat),
         "partial": sum(c.partial for c in flat),
+        "low_n": sum(c.low_n for c in flat),
     }
 
 
-def _cell(result: TaskResult | None, metric: str, length: int | None, depth: float | None) -> Cell:
-    return cell(result, metric, length, depth) if result is not None else Cell(None, "missing")
+def _cell(result: TaskResult | None, metric: str, length: int | None, depth: float | None, min_n: int) -> Cell:
+    return cell(result, metric, length, depth, min_n) if result is not None else Cell(None, "missing")
 
 
 def _values(grid: Sequence[Sequence[Cell]]) -> np.ndarray:
@@ -215,17 +228,36 @@ def _heatmap(ax: Axes, cells: Sequence[Sequence[Cell]], vmin: float, vmax: float
         # Dark text on light cells, white on dark ones (relative luminance).
         color = "black" if 0.299 * r + 0.587 * g + 0.114 * b > 0.5 else "white"
         text = format_number(value, vmin >= 0.0 and vmax <= 1.0) + ("*" if c.partial else "")
+        text += LOW_N_MARK if c.low_n else ""
         ax.text(j, i, text, ha="center", va="center", fontsize=fontsize, color=color)
     return image
 
 
 def _legend_height(cells: Sequence[Cell]) -> float:
     """Extra figure height (inches) for the legend row, 0 when no cell needs explaining."""
-    return 0.3 if any(c.state in ("over_window", "not_evaluated", "failed") or c.partial for c in cells) else 0.0
+    marks = [c.state in ("over_window", "not_evaluated", "failed") or c.partial or c.low_n for c in cells]
+    return 0.3 * math.ceil(_legend_count(cells) / LEGEND_COLS) if any(marks) else 0.0
 
 
-def _legend(fig: Figure, cells: Sequence[Cell]) -> None:
-    """A legend under the panels for the marks the figure uses: over window, not evaluated, partial."""
+LEGEND_COLS = 2
+"""Legend entries per row under a heatmap (more rows rather than a legend wider than the figure)."""
+
+
+def _legend_count(cells: Sequence[Cell]) -> int:
+    states = {c.state for c in cells}
+    return sum(
+        [
+            "over_window" in states,
+            "not_evaluated" in states,
+            "failed" in states,
+            any(c.partial for c in cells),
+            any(c.low_n for c in cells),
+        ]
+    )
+
+
+def _legend(fig: Figure, cells: Sequence[Cell], min_n: int = DEFAULT_MIN_N) -> None:
+    """A legend under the panels for the marks the figure uses: over window, not evaluated, partial, low n."""
     handles = []
     if any(c.state == "over_window" for c in cells):
         handles.append(Patch(**OVER_WINDOW_STYLE, label="n/a: over the model's context window"))
@@ -235,8 +267,12 @@ def _legend(fig: Figure, cells: Sequence[Cell]) -> None:
         handles.append(Patch(**NOT_EVALUATED_STYLE, label="failed: every request failed (see the page)"))
     if any(c.partial for c in cells):
         handles.append(Patch(facecolor="none", edgecolor="none", label="*: partial, fewer samples than planned"))
+    if any(c.low_n for c in cells):
+        label = f"{LOW_N_MARK}: low n, fewer than {min_n} samples (not ranked)"
+        handles.append(Patch(facecolor="none", edgecolor="none", label=label))
     if handles:
-        fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
+        ncols = min(len(handles), LEGEND_COLS)
+        fig.legend(handles=handles, loc="outside lower center", ncols=ncols, fontsize=8, frameon=False)
 
 
 def _cmap():

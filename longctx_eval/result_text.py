@@ -21,10 +21,12 @@ def format_number(value: float, unit_interval: bool) -> str:
 
 
 def format_cell(row: MetricResult | None) -> str:
-    """'0.80 [0.60, 0.95] n=20', or a dash when the stratum was not reported."""
+    """'0.80 [0.60, 0.95] n=20', '0.14 n=1' (one sample has no interval), or a dash when not reported."""
     if row is None:
         return DASH
     unit = all(0.0 <= v <= 1.0 for v in (row.value, *row.ci95))
+    if row.n <= 1:
+        return f"{format_number(row.value, unit)} n={row.n}"
     lo, hi = (format_number(v, unit) for v in row.ci95)
     return f"{format_number(row.value, unit)} [{lo}, {hi}] n={row.n}"
 

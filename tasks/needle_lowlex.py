@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from data_builders.needle_lowlex import lowlex_cells
+from data_builders.prompt_budget import PROMPT_RESERVE
 from longctx_eval import Task, Tokenizer, any_of, between, task
 
 from ._needle_dataset import cell_samples
@@ -11,11 +12,11 @@ from ._needle_scoring import family_requests, single_metrics, single_score
 
 @task(
     name="needle_lowlex",
-    version="1",
+    version="2",
     requires=any_of("generate", "retrieve"),
     default_lengths=[1024, 2048, 4096, 8192],
     description="Needle found by association, not shared words (curated pairs); containment or recall@k",
-    bounds={"depths": between(1, 101), "per_cell": between(1, 1000)},
+    bounds={"depths": between(1, 101), "per_cell": between(1, 1000), "reserve": between(0, None)},
 )
 def needle_lowlex(
     lengths: list[int],
@@ -23,9 +24,10 @@ def needle_lowlex(
     tokenizer: Tokenizer | None = None,
     depths: int = 5,
     per_cell: int = 1,
+    reserve: int = PROMPT_RESERVE,
     source: str = "austen",
 ) -> Task:
-    samples = cell_samples("needle_lowlex", lowlex_cells, tokenizer, source, lengths, depths, per_cell, seed)
+    samples = cell_samples("needle_lowlex", lowlex_cells, tokenizer, source, lengths, depths, per_cell, seed, reserve)
     return Task(
         dataset=samples,
         prompt=family_requests,

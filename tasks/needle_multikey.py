@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from data_builders.needle_multikey import multikey_cells
+from data_builders.prompt_budget import PROMPT_RESERVE
 from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, between, contains_answer, rate, task
 
 from ._needle_dataset import cell_samples
@@ -21,11 +22,11 @@ def multikey_score(sample: Sample, pred: Prediction) -> Score:
 
 @task(
     name="needle_multikey",
-    version="1",
+    version="2",
     requires=any_of("generate", "retrieve"),
     default_lengths=[1024, 2048, 4096, 8192],
     description="Target needle among 3 distractor needles with similar keys; containment or recall@k",
-    bounds={"depths": between(1, 101), "per_cell": between(1, 1000)},
+    bounds={"depths": between(1, 101), "per_cell": between(1, 1000), "reserve": between(0, None)},
 )
 def needle_multikey(
     lengths: list[int],
@@ -33,9 +34,12 @@ def needle_multikey(
     tokenizer: Tokenizer | None = None,
     depths: int = 5,
     per_cell: int = 1,
+    reserve: int = PROMPT_RESERVE,
     source: str = "austen",
 ) -> Task:
-    samples = cell_samples("needle_multikey", multikey_cells, tokenizer, source, lengths, depths, per_cell, seed)
+    samples = cell_samples(
+        "needle_multikey", multikey_cells, tokenizer, source, lengths, depths, per_cell, seed, reserve
+    )
     score, exact, empty, *retrieval = single_metrics()
     return Task(
         dataset=samples,

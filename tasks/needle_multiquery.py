@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from data_builders.needle_multiquery import multiquery_cells
+from data_builders.prompt_budget import PROMPT_RESERVE
 from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, between, mean, recall_at, task
 from longctx_eval.metrics.answer_parsing import match_answer
 
@@ -37,20 +38,21 @@ def multiquery_score(sample: Sample, pred: Prediction) -> Score:
 
 @task(
     name="needle_multiquery",
-    version="1",
+    version="2",
     requires=any_of("generate", "retrieve"),
     default_lengths=[1024, 2048, 4096, 8192],
     description="Four needles with different keys, each asked separately on one document; share answered",
-    bounds={"per_length": between(1, 1000)},
+    bounds={"per_length": between(1, 1000), "reserve": between(0, None)},
 )
 def needle_multiquery(
     lengths: list[int],
     seed: int = 0,
     tokenizer: Tokenizer | None = None,
     per_length: int = 6,
+    reserve: int = PROMPT_RESERVE,
     source: str = "austen",
 ) -> Task:
-    samples = cell_samples("needle_multiquery", multiquery_cells, tokenizer, source, lengths, per_length, seed)
+    samples = cell_samples("needle_multiquery", multiquery_cells, tokenizer, source, lengths, per_length, seed, reserve)
     return Task(
         dataset=samples,
         prompt=family_requests,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from data_builders.needle_multivalue import multivalue_cells
+from data_builders.needle_multivalue import RESERVE, multivalue_cells
 from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, between, is_empty, mean, rate, task
 
 from ._needle_dataset import cell_samples
@@ -23,20 +23,21 @@ def multivalue_score(sample: Sample, pred: Prediction) -> Score:
 
 @task(
     name="needle_multivalue",
-    version="1",
+    version="2",
     requires=any_of("generate", "retrieve"),
     default_lengths=[1024, 2048, 4096, 8192],
     description="One key, four values spread over the document, all asked; share found or recall@k",
-    bounds={"per_length": between(1, 1000)},
+    bounds={"per_length": between(1, 1000), "reserve": between(0, None)},
 )
 def needle_multivalue(
     lengths: list[int],
     seed: int = 0,
     tokenizer: Tokenizer | None = None,
     per_length: int = 6,
+    reserve: int = RESERVE,
     source: str = "austen",
 ) -> Task:
-    samples = cell_samples("needle_multivalue", multivalue_cells, tokenizer, source, lengths, per_length, seed)
+    samples = cell_samples("needle_multivalue", multivalue_cells, tokenizer, source, lengths, per_length, seed, reserve)
     return Task(
         dataset=samples,
         prompt=family_requests,

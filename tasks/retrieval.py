@@ -85,7 +85,8 @@ def gold_oracle(sample: Sample) -> Prediction:
     version="1",
     requires=any_of("retrieve"),
     default_lengths=[8192, 32768, 131072],
-    description="Planted facts in 8K-1M-token documents; Recall@1..100, MRR, nDCG@10, score decay, KL by query length",
+    description="Planted facts in 8K-1M-token documents (length: document tokens in the retriever's tokenizer); "
+    "Recall@1..100, MRR, nDCG@10, score decay, KL by query length",
     bounds={"docs_per_length": between(1, 1000), "topics": between(1, 1000)},
 )
 def retrieval(

@@ -6,6 +6,7 @@ import json
 import shutil
 
 import pytest
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.discovery import discover
@@ -35,7 +36,7 @@ def test_unknown_task_suggests_the_close_name(tmp_path, capsys):
     ],
 )
 def test_malformed_spec_is_one_line_listing_adapters(tmp_path, capsys, spec, expect):
-    assert main(["run", "--model", spec, "--tasks", "needle", "--lengths", "256", "--out", str(tmp_path)]) == 2
+    assert main(["run", "--model", spec, *tiny_needle("256"), "--out", str(tmp_path)]) == 2
     err = _err(capsys)
     assert expect in err
     assert len(err.splitlines()) == 1 or "known adapters" not in err
@@ -82,14 +83,14 @@ def test_unwritable_output_dir(tmp_path, capsys):
     blocker = tmp_path / "file"
     blocker.write_text("x")
     out = blocker / "results"
-    assert main(["run", "--model", "oracle", "--tasks", "needle", "--lengths", "256", "--out", str(out)]) == 2
+    assert main(["run", "--model", "oracle", *tiny_needle("256"), "--out", str(out)]) == 2
     assert f"output folder {out} cannot be created" in _err(capsys)
 
 
 @pytest.fixture(scope="module")
 def oracle_run(tmp_path_factory):
     out = tmp_path_factory.mktemp("oracle")
-    assert main(["run", "--model", "oracle", "--tasks", "needle", "--lengths", "256", "--out", str(out)]) == 0
+    assert main(["run", "--model", "oracle", *tiny_needle("256"), "--out", str(out)]) == 0
     return out / "oracle" / "run.json"
 
 

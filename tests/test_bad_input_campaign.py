@@ -14,12 +14,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.discovery import discover
 from longctx_eval.errors import TaskDefinitionError
 
-NEEDLE = ["--tasks", "needle", "--lengths", "256", "--limit", "1"]
+NEEDLE = [*tiny_needle("256"), "--limit", "1"]
 
 
 def _one_line(capsys) -> str:
@@ -137,7 +138,7 @@ def test_suite_arguments_are_bounded_too(tmp_path, capsys):
 
 
 def test_bounds_at_the_edges_are_accepted(tmp_path):
-    args = ["run", "--model", "oracle", "--tasks", "needle", "--lengths", "256", "--out", str(tmp_path)]
+    args = ["run", "--model", "oracle", *tiny_needle("256"), "--out", str(tmp_path)]
     assert main([*args, "--task-arg", "needle.depths=1", "--task-arg", "needle.per_cell=1"]) == 0
     run = json.loads((tmp_path / "oracle" / "run.json").read_text())
     assert run["tasks"][0]["n_samples"] == 1

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import jsonschema
 import pytest
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from tests.conftest import REPO
@@ -29,7 +30,7 @@ def _results(run_file: Path) -> list[dict]:
 
 def test_oracle_run_writes_everything_and_scores_100(tmp_path, capsys):
     out, board = tmp_path / "results", tmp_path / "board"
-    args = ["run", "--model", "oracle", "--tasks", "needle", "--lengths", "256,512", "--out", str(out)]
+    args = ["run", "--model", "oracle", *tiny_needle("256,512"), "--out", str(out)]
     assert main(args) == 0
     run_dir = out / "oracle"
     preds = _lines(run_dir / "predictions.jsonl")
@@ -85,7 +86,7 @@ def _run_cli(args: list[str], **kw) -> subprocess.Popen:
 
 
 def test_killed_run_resumes_to_the_same_result(tmp_path, tiny_llama_dir):
-    common = ["--model", f"hf:{tiny_llama_dir}", "--tasks", "needle", "--lengths", "256,384"]
+    common = ["--model", f"hf:{tiny_llama_dir}", *tiny_needle("256,384")]
     ref = _run_cli(["run", *common, "--out", str(tmp_path / "ref")])
     assert ref.wait(timeout=300) == 0
 

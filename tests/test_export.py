@@ -22,6 +22,7 @@ from data_builders.export import DOCUMENT_FEATURES, build_dataset
 from data_builders.needle_builder import FLAT_FEATURES, NEEDLE_FEATURES, documents_by_id, materialize, needle_sample
 from data_builders.needle_grid import depth_grid
 from data_builders.needle_insertion import MAGIC_TEMPLATES
+from data_builders.prompt_budget import PROMPT_RESERVE
 from longctx_eval.cli import main
 from longctx_eval.errors import ConfigError, DataError, TaskDefinitionError
 from longctx_eval.hashing import sha256_json
@@ -29,7 +30,7 @@ from longctx_eval.registry import Registry
 from longctx_eval.text.tokenizer import Tokenizer
 
 REPO = Path(__file__).resolve().parent.parent
-LENGTHS = (160, 700)
+LENGTHS = (352, 700)  # whole prompt budgets: contexts of 160 and 508 tokens (length - PROMPT_RESERVE)
 CONFIG = BuildConfig(lengths=LENGTHS, depths=4, per_cell=2, seed=3, source="synthetic")
 
 
@@ -58,7 +59,7 @@ def _files(folder: Path) -> dict[str, bytes]:
 def test_rebuild_in_another_process_is_byte_identical(built, bpe_file, tmp_path):
     again = tmp_path / "again"
     cli = "import sys; from longctx_eval.cli import main; sys.exit(main())"
-    cmd = [sys.executable, "-c", cli, "build", "needle", "--lengths", "160,700", "--depths", "4"]
+    cmd = [sys.executable, "-c", cli, "build", "needle", "--lengths", "352,700", "--depths", "4"]
     cmd += [
         "--per-cell",
         "2",
@@ -92,13 +93,14 @@ def test_load_dataset_round_trip_gives_the_exact_needle_docs(built, bpe_file, tm
         for row in rows:
             # An independent build of the same needle, straight from build_needle_doc.
             rng = random.Random(sha256_json([CONFIG.seed, length, row["depth"], row["rep"]]))
-            template = MAGIC_TEMPLATES[row["value_kind"]]  # needle v4: the value kind cycles over the grid
+            template = MAGIC_TEMPLATES[row["value_kind"]]  # the value kind cycles over the grid
+            n = length - PROMPT_RESERVE  # needle v5: the length is the whole prompt budget
             doc = build_needle_doc(
-                source, bpe_file, length, row["depth"], rng, template=template, haystack_seed=row["haystack_seed"]
+                source, bpe_file, n, row["depth"], rng, template=template, haystack_seed=row["haystack_seed"]
             )
             context = materialize(row, docs)
             assert context == doc.context
-            assert bpe_file.count(context) == length
+            assert bpe_file.count(context) == n == row["context_tokens"]
             assert (row["needle_start"], row["needle_end"]) == (doc.needle_start, doc.needle_end)
             assert (row["needle_token_start"], row["needle_token_end"]) == (
                 doc.needle_token_start,
@@ -139,28 +141,28 @@ def test_task_samples_are_the_built_datasets_rows(built, bpe_file, tmp_path):
 
 def test_flat_build_is_self_sufficient(bpe_file, tmp_path):
     """Plain `load_dataset("parquet")` rows and the card's template reproduce the task's prompts exactly."""
-    config = BuildConfig(lengths=(160,), depths=3, seed=5, source="synthetic", options={"flat": "true"})
+    config = BuildConfig(lengths=(352,), depths=3, seed=5, source="synthetic", options={"flat": "true"})
     report = build_dataset("needle", config, tmp_path / "flat", bpe_file)
-    assert [e.name for e in report.configs] == ["needle_160"]  # no documents config: nothing to join
-    assert sorted(report.files) == ["data/needle_160.parquet"]
+    assert [e.name for e in report.configs] == ["needle_352"]  # no documents config: nothing to join
+    assert sorted(report.files) == ["data/needle_352.parquet"]
     meta = yaml.safe_load(report.card.split("---\n")[1])
     template = meta["longctx_eval"]["prompt_template"]
     assert f"````text\n{template}\n````" in report.card
     assert "## Scoring" in report.card and "normalized containment" in report.card and "recall@k" in report.card
     assert datasets.Features._from_yaml_list(meta["dataset_info"][0]["features"]) == FLAT_FEATURES
-    files = str(report.out / "data" / "needle_160.parquet")
+    files = str(report.out / "data" / "needle_352.parquet")
     rows = datasets.load_dataset("parquet", data_files=files, split="train", cache_dir=str(tmp_path / "cache"))
-    task = _needle_task(lengths=[160], seed=5, tokenizer=bpe_file, depths=3, source="synthetic")
+    task = _needle_task(lengths=[352], seed=5, tokenizer=bpe_file, depths=3, source="synthetic")
     samples = list(task.samples())
     assert [s.id for s in samples] == rows["id"]
     for sample, row in zip(samples, rows, strict=True):
-        assert row["context"] == sample.context and bpe_file.count(row["context"]) == 160
+        assert row["context"] == sample.context and bpe_file.count(row["context"]) == 160 == row["context_tokens"]
         assert row["context"][row["needle_start"] : row["needle_end"]] == row["needle"]
         assert template.format(**row) == task.prompt(sample).prompt
         assert needle_sample(row, source="synthetic") == needle_sample(row, None, source="synthetic")
         assert needle_sample(row).gold == sample.gold
     with pytest.raises(ConfigError, match="expected true or false"):
-        build_dataset("needle", BuildConfig(lengths=(160,), options={"flat": "maybe"}), tmp_path / "x", bpe_file)
+        build_dataset("needle", BuildConfig(lengths=(352,), options={"flat": "maybe"}), tmp_path / "x", bpe_file)
 
 
 def test_card_names_the_tokenizers_hub_repo():
@@ -203,13 +205,13 @@ def test_card_has_configs_features_license_and_hashes(built, bpe_file):
     assert card == built.card and card.startswith("---\n")
     meta = yaml.safe_load(card.split("---\n")[1])
     names = [c["config_name"] for c in meta["configs"]]
-    assert names == ["needle_160", "needle_700", "documents"]
+    assert names == ["needle_352", "needle_700", "documents"]
     assert meta["license"] == "apache-2.0"
     infos = {i["config_name"]: i for i in meta["dataset_info"]}
     assert datasets.Features._from_yaml_list(infos["needle_700"]["features"]) == NEEDLE_FEATURES
     assert infos["documents"]["splits"][0]["num_examples"] == 4
     prov = meta["longctx_eval"]
-    assert prov["builder"] == "needle" and prov["builder_version"] == "2" and prov["seed"] == 3
+    assert prov["builder"] == "needle" and prov["builder_version"] == "3" and prov["seed"] == 3
     assert prov["source"]["sha256"] == get_source("synthetic").sha256
     assert prov["tokenizer"] == {"name": bpe_file.name, "hub_id": None, "sha256": bpe_file.sha256}
     assert prov["prompt_template"].startswith("Read the following text") and "## Prompt" in card
@@ -217,12 +219,12 @@ def test_card_has_configs_features_license_and_hashes(built, bpe_file):
         assert hashlib.sha256((built.out / rel).read_bytes()).hexdigest() == digest
         assert f"| `{rel}` | `{digest}` |" in card
     assert get_source("synthetic").sha256 in card and bpe_file.sha256 in card
-    assert "longctx-eval build needle --lengths 160,700 --depths 4 --per-cell 2 --seed 3" in card
+    assert "longctx-eval build needle --lengths 352,700 --depths 4 --per-cell 2 --seed 3" in card
 
 
 def test_materialize_rejects_rows_that_do_not_match(built, tmp_path):
     docs = documents_by_id(_load(built.out, "documents", tmp_path))
-    row = dict(_load(built.out, "needle_160", tmp_path)[1])
+    row = dict(_load(built.out, "needle_352", tmp_path)[1])
     with pytest.raises(DataError, match="is not among the 4 documents"):
         materialize({**row, "doc_id": "nope"}, docs)
     with pytest.raises(DataError, match="doc_end"):
@@ -233,10 +235,10 @@ def test_materialize_rejects_rows_that_do_not_match(built, tmp_path):
 
 def test_rebuild_into_the_same_folder_drops_stale_configs(bpe_file, tmp_path):
     out = tmp_path / "ds"
-    build_dataset("needle", BuildConfig(lengths=(160, 300), depths=1, source="synthetic"), out, bpe_file)
-    report = build_dataset("needle", BuildConfig(lengths=(300,), depths=1, source="synthetic"), out, bpe_file)
-    assert sorted(_files(out)) == ["README.md", "data/documents/needle_300.parquet", "data/needle_300.parquet"]
-    assert [e.name for e in report.configs] == ["needle_300", "documents"]
+    build_dataset("needle", BuildConfig(lengths=(352, 492), depths=1, source="synthetic"), out, bpe_file)
+    report = build_dataset("needle", BuildConfig(lengths=(492,), depths=1, source="synthetic"), out, bpe_file)
+    assert sorted(_files(out)) == ["README.md", "data/documents/needle_492.parquet", "data/needle_492.parquet"]
+    assert [e.name for e in report.configs] == ["needle_492", "documents"]
 
 
 def _scratch_registry(monkeypatch) -> Registry:
@@ -301,7 +303,7 @@ def _cli(capsys, *argv: str) -> tuple[int, str]:
         (["needle", "--lengths", "1k", "--depths", "0"], "--depths: expected a positive integer"),
         (["needle", "--lengths", "1k", "--option", "x=1"], "builder 'needle' has no option 'x'"),
         (["needle", "--lengths", "1k", "--source", "nowhere"], "unknown haystack source 'nowhere'"),
-        (["needle", "--lengths", "20"], "target_tokens=20 is too small for a needle"),
+        (["needle", "--lengths", "20"], "length 20: the context would be -172 tokens after the 192-token prompt"),
         (["needle", "--lengths", "1k", "--push-to-hub", "a b"], "expected a repo id such as user/my-dataset"),
     ],
 )
@@ -312,7 +314,7 @@ def test_bad_build_input_is_a_one_line_error(capsys, tmp_path, argv, message):
 
 def test_out_folder_that_is_not_a_dataset_is_refused(capsys, tmp_path):
     (tmp_path / "notes.txt").write_text("mine")
-    code, err = _cli(capsys, "build", "needle", "--lengths", "200", "--tokenizer", "minilm", "--out", str(tmp_path))
+    code, err = _cli(capsys, "build", "needle", "--lengths", "400", "--tokenizer", "minilm", "--out", str(tmp_path))
     assert code == 2 and "is not empty and holds no longctx-eval dataset card" in err
     assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
 
@@ -322,7 +324,7 @@ def test_push_to_hub_offline_fails_before_building(capsys, tmp_path, monkeypatch
 
     monkeypatch.setattr(constants, "HF_HUB_OFFLINE", True)
     out = tmp_path / "ds"
-    argv = ["build", "needle", "--lengths", "200", "--depths", "1", "--tokenizer", "minilm", "--out", str(out)]
+    argv = ["build", "needle", "--lengths", "400", "--depths", "1", "--tokenizer", "minilm", "--out", str(out)]
     code, err = _cli(capsys, *argv, "--push-to-hub", "someone/needle")
     assert code == 2 and "HF_HUB_OFFLINE=1" in err and "\n" not in err
     assert not out.exists()
@@ -335,8 +337,8 @@ def test_push_to_hub_network_failure_keeps_the_build(capsys, tmp_path, monkeypat
     monkeypatch.setattr(constants, "ENDPOINT", "http://127.0.0.1:9")  # nothing listens: refused at once
     monkeypatch.setenv("HF_TOKEN", "hf_test_not_a_real_token")
     out = tmp_path / "ds"
-    argv = ["build", "needle", "--lengths", "200", "--depths", "1", "--tokenizer", "minilm", "--out", str(out)]
+    argv = ["build", "needle", "--lengths", "400", "--depths", "1", "--tokenizer", "minilm", "--out", str(out)]
     code, err = _cli(capsys, *argv, "--push-to-hub", "someone/needle")
     last = err.splitlines()[-1]
     assert code == 2 and "--push-to-hub someone/needle failed" in last and "push it later with" in last
-    assert (out / "README.md").is_file() and (out / "data" / "needle_200.parquet").is_file()
+    assert (out / "README.md").is_file() and (out / "data" / "needle_400.parquet").is_file()

@@ -12,6 +12,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.cli.run import EXIT_TASK_FAILED
@@ -130,7 +131,7 @@ def test_partial_and_total_failures_are_counted_shown_and_exit_non_zero(tmp_path
 
     update_leaderboard([out], tmp_path / "board")
     page = (tmp_path / "board" / "LEADERBOARD.md").read_text()
-    assert "1.00 [1.00, 1.00] n=1/2 (1 failed)" in page  # the 64-token cell
+    assert "1.00 n=1/2 (low n, 1 failed)" in page  # the 64-token cell: one sample, no interval
     assert "RuntimeError: out of memory at 64 tokens (1)" in page
 
     assert _run(out, plugins, "flaky", "--task-arg", "flaky.fail=all") == 0
@@ -138,7 +139,7 @@ def test_partial_and_total_failures_are_counted_shown_and_exit_non_zero(tmp_path
     assert not task_failed(task) and task.errors == 1  # resume re-sent only the failed sample; it failed again
     update_leaderboard([out], tmp_path / "board")
     page = (tmp_path / "board" / "LEADERBOARD.md").read_text()
-    assert "n=1/2 (1 failed)" in page  # the 3 earlier successes stand; the one retried failed again
+    assert "n=1/2 (low n, 1 failed)" in page  # the 3 earlier successes stand; the one retried failed again
 
     assert _run(out, plugins, "flaky", "--task-arg", "flaky.fail=none") == 0  # the failed one re-run, scored
     task = read_run(out / "oracle" / "run.json").tasks[0]
@@ -217,7 +218,7 @@ def test_a_served_run_against_a_closed_port_fails_then_resumes(serve_hf, tmp_pat
     port, out = free_port(), tmp_path / "results"
     options = "tokenizer=smollm2-135m&max_length=8192&max_in_flight=1&max_attempts=2&backoff_base=0.05&backoff_cap=0.1"
     spec = f"openai:{SERVE_MODEL}@http://127.0.0.1:{port}/v1?{options}&name=served"
-    argv = ["run", "--model", spec, "--tasks", "needle", "--lengths", "256", "--limit", "2", "--out", str(out)]
+    argv = ["run", "--model", spec, *tiny_needle("256"), "--limit", "2", "--out", str(out)]
     down = FaultProxy(f"http://127.0.0.1:{free_port()}", schedule="seq:ok").start(port=port)
     try:
         assert main(argv) == EXIT_TASK_FAILED
@@ -251,7 +252,7 @@ def test_a_served_model_whose_port_is_closed_at_load_is_named_on_the_page(tmp_pa
 
     out = tmp_path / "results"
     spec = f"openai:smollm2-135m@http://127.0.0.1:{free_port()}/v1?tokenizer=smollm2-135m&max_length=4096&name=down"
-    argv = ["run", "--model", spec, "--tasks", "needle", "--lengths", "256", "--limit", "1", "--out", str(out)]
+    argv = ["run", "--model", spec, *tiny_needle("256"), "--limit", "1", "--out", str(out)]
     assert main(argv) == 1
     err = " ".join(capsys.readouterr().err.split())
     assert "cannot reach http://127.0.0.1:" in err

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 from transformers import AutoTokenizer
 
 from longctx_eval.capability import Capability
@@ -47,7 +48,7 @@ def test_adapter_records_metadata_and_measures_exact_prompt(tiny_llama_dir):
 
 def test_over_long_prompts_are_reported_not_truncated(tmp_path, tiny_llama_dir, capsys):
     out = tmp_path / "r"
-    args = ["run", "--model", f"hf:{tiny_llama_dir}", "--tasks", "needle", "--lengths", "256,1024", "--limit", "2"]
+    args = ["run", "--model", f"hf:{tiny_llama_dir}", *tiny_needle("256,1024"), "--limit", "2"]
     assert main([*args, "--out", str(out)]) == 0
     run_dir = out / tiny_llama_dir.name
     preds = [json.loads(x) for x in (run_dir / "predictions.jsonl").read_text().splitlines()]

@@ -9,6 +9,7 @@ import shutil
 from pathlib import Path
 
 import torch
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.models.loader import load_model
@@ -79,7 +80,7 @@ def test_shipped_sampling_and_penalties_do_not_apply(tmp_path, tiny_llama_dir):
 def test_the_run_file_records_the_effective_generation_settings(tmp_path, tiny_llama_dir):
     base = load_model(parse_spec(f"hf:{tiny_llama_dir}"))
     folder = _shipping(tiny_llama_dir, tmp_path / "m", base.eos_ids[0], base.model.config.vocab_size)
-    args = ["run", "--model", f"hf:{folder}", "--tasks", "needle", "--lengths", "128", "--limit", "1"]
+    args = ["run", "--model", f"hf:{folder}", *tiny_needle("128"), "--limit", "1"]
     assert main([*args, "--out", str(tmp_path / "out")]) == 0
     run = json.loads((tmp_path / "out" / "m" / "run.json").read_text())
     gen = run["model"]["runtime"]["generation"]

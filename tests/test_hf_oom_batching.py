@@ -12,6 +12,7 @@ import json
 
 import pytest
 import torch
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 import longctx_eval.models.hf as hf_module
 from longctx_eval.cli import main
@@ -129,7 +130,7 @@ def test_a_run_goes_on_past_out_of_memory_and_records_it(tmp_path, tiny_llama_di
         return real(self, *args, **kwargs)
 
     monkeypatch.setattr(LlamaForCausalLM, "generate", generate)
-    args = ["run", "--model", f"hf:{tiny_llama_dir}", "--tasks", "needle", "--lengths", "128,256", "--limit", "2"]
+    args = ["run", "--model", f"hf:{tiny_llama_dir}", *tiny_needle("128,256"), "--limit", "2"]
     main([*args, "--out", str(tmp_path)])
     run_dir = tmp_path / tiny_llama_dir.name
     recs = [json.loads(x) for x in (run_dir / "predictions.jsonl").read_text().splitlines()]
@@ -190,7 +191,7 @@ def test_auto_budget_counts_kv_and_activations_per_token():
 
 
 def test_throughput_splits_prefill_and_decode_and_gives_ttft(tmp_path, tiny_llama_dir):
-    args = ["run", "--model", f"hf:{tiny_llama_dir}", "--tasks", "needle", "--lengths", "128", "--limit", "3"]
+    args = ["run", "--model", f"hf:{tiny_llama_dir}", *tiny_needle("128"), "--limit", "3"]
     assert main([*args, "--out", str(tmp_path)]) == 0
     run_dir = tmp_path / tiny_llama_dir.name
     task = json.loads((run_dir / "run.json").read_text())["tasks"][0]

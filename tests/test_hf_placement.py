@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 import torch
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.errors import ConfigError
@@ -143,7 +144,7 @@ def _records(run_dir: Path) -> list[dict]:
 
 
 def test_device_cpu_writes_the_same_predictions_as_the_default(tmp_path, tiny_llama_dir):
-    args = ["--tasks", "needle", "--lengths", "256", "--limit", "3", "--out", str(tmp_path)]
+    args = [*tiny_needle("256"), "--limit", "3", "--out", str(tmp_path)]
     assert main(["run", "--model", f"hf:{tiny_llama_dir}", *args]) == 0
     assert main(["run", "--model", f"hf:{tiny_llama_dir}?device=cpu&name=on-cpu", *args]) == 0
     default, cpu = _records(tmp_path / tiny_llama_dir.name), _records(tmp_path / "on-cpu")

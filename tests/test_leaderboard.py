@@ -471,7 +471,8 @@ def test_over_window_not_evaluated_and_partial_cells(tmp_path: Path) -> None:
     cells = {1024: (0.9, 5, 5, 0), 2048: (0.6, 5, 2, 0), 4096: (None, 5, 0, 0), 16384: (None, 5, 0, 5)}
     task = covered_task("alpha", cells, warnings=("scorer never produced the primary metric 'score'",))
     out = tmp_path / "lb"
-    update_leaderboard([put(run_with("m", "2025-05-01T00:00:00+00:00", [task]), tmp_path / "m.json")], out, now=NOW)
+    run = put(run_with("m", "2025-05-01T00:00:00+00:00", [task]), tmp_path / "m.json")
+    update_leaderboard([run], out, now=NOW, min_n=1)  # cells of 2 and 5 samples: no low-n marks here
     alpha = section((out / "LEADERBOARD.md").read_text(), "alpha")
     header = next(line for line in alpha.splitlines() if line.startswith("| model"))
     assert header == "| model | 1K | 2K | 4K | 16K | all (1K, 2K) |"  # the pooled column names what it pools
@@ -487,7 +488,7 @@ def test_over_window_not_evaluated_and_partial_cells(tmp_path: Path) -> None:
 
 def test_heatmap_hatches_over_window_and_marks_not_evaluated() -> None:
     cells = {1024: (0.9, 5, 5, 0), 2048: (0.0, 5, 2, 0), 4096: (None, 5, 0, 0), 16384: (None, 5, 0, 5)}
-    fig = task_figure("alpha", [run_with("m", "2025-05-01T00:00:00+00:00", [covered_task("alpha", cells)])])
+    fig = task_figure("alpha", [run_with("m", "2025-05-01T00:00:00+00:00", [covered_task("alpha", cells)])], 1)
     assert fig is not None
     (ax,) = panel_axes(fig)
     hatched = [p for p in ax.patches if p.get_hatch()]
@@ -511,16 +512,17 @@ def test_heatmap_hatches_over_window_and_marks_not_evaluated() -> None:
 def test_sorting_compares_models_on_shared_lengths_only(tmp_path: Path) -> None:
     # short: 1K only, pooled 0.6. wide: 1K 0.9 and 8K 0.2, pooled 0.55. Pooled order would put short first.
     short = run_with(
-        "short", "2025-05-01T00:00:00+00:00", [covered_task("alpha", {1024: (0.6, 5, 5, 0), 8192: (None, 5, 0, 5)})]
+        "short", "2025-05-01T00:00:00+00:00", [covered_task("alpha", {1024: (0.6, 40, 40, 0), 8192: (None, 5, 0, 5)})]
     )
     wide = run_with(
-        "wide", "2025-05-01T00:00:00+00:00", [covered_task("alpha", {1024: (0.9, 5, 5, 0), 8192: (0.2, 5, 5, 0)})]
+        "wide", "2025-05-01T00:00:00+00:00", [covered_task("alpha", {1024: (0.9, 40, 40, 0), 8192: (0.2, 40, 40, 0)})]
     )
     out = tmp_path / "lb"
     update_leaderboard([put(short, tmp_path / "s.json"), put(wide, tmp_path / "w.json")], out, now=NOW)
     alpha = section((out / "LEADERBOARD.md").read_text(), "alpha")
-    assert "Sorted by the mean `score` over 1K (the lengths every model here was evaluated at)" in alpha
+    assert "Ranked by the mean `score` over 1K (the lengths every ranked model has with n >= 30)" in alpha
     assert alpha.index("| **wide**") < alpha.index("| **short**")
+    assert "Not ranked" not in alpha
     # Pooled sets differ, so each "all" cell names its own lengths.
     assert "| all |" in alpha and " over 1K |" in alpha and " over 1K, 8K |" in alpha
 
@@ -622,10 +624,10 @@ def test_per_length_summary_coverage_next_to_depths_is_not_counted_twice(tmp_pat
     assert row[1] == "0.90 [0.75, 1.00] n=30"  # the full (older) run stays shown
     (note,) = board(out)["notes"]
     assert note["kind"] == "not_shown" and "(v2, n=6 at 1K, 4K)" in note["reason"]
-    fig = task_figure("needle", [run])
+    fig = task_figure("needle", [run], 1)
     assert fig is not None
     texts = [t.get_text() for t in panel_axes(fig)[0].texts]
     assert all(t.endswith("*") for t in texts)  # every cell is partial: 1 of 2 samples
-    md = render_markdown([run], NOW.isoformat(), {})
+    md = render_markdown([run], NOW.isoformat(), {}, min_n=1)
     row = next(line for line in section(md, "needle").splitlines() if line.startswith("| **m**")).split(" | ")
     assert row[1].endswith("/6")  # 6 planned at 1K (3 depths x 2), not 12

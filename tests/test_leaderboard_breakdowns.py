@@ -127,7 +127,7 @@ def test_a_sliced_row_is_refused_among_the_unsliced_ones() -> None:
 
 
 def test_markdown_shows_effective_lengths_slices_and_contrasts() -> None:
-    md = render_markdown([_run("alpha", 0.9, window=True), _run("beta", 0.7)], NOW.isoformat(), {})
+    md = render_markdown([_run("alpha", 0.9, window=True), _run("beta", 0.7)], NOW.isoformat(), {}, min_n=1)
     needle = md.split("## needle", 1)[1].split("## retrieval", 1)[0]
     head = next(line for line in needle.splitlines() if line.startswith("| model"))
     assert head.endswith("| eff. length | rel. eff. length |")
@@ -205,10 +205,14 @@ def test_a_real_oracle_run_reaches_the_leaderboard(tmp_path: Path) -> None:
     plugins = write_probe(tmp_path / "plugins")
     args = ["run", "--model", "oracle", "--tasks", "probe", "--include-path", str(plugins), "--out", str(tmp_path)]
     assert main(args) == 0
-    assert main(["leaderboard", str(tmp_path / "oracle"), "--out", str(tmp_path / "lb")]) == 0
+    assert main(["leaderboard", str(tmp_path / "oracle"), "--out", str(tmp_path / "lb"), "--min-n", "8"]) == 0
     md = (tmp_path / "lb" / "LEADERBOARD.md").read_text()
     row = next(line for line in md.splitlines() if line.startswith("| **oracle**") and "eff" not in line)
-    assert row.endswith("| <64 [<64, 64] | 64 [64, 256] |")
+    assert row.endswith("| <64 [<64, 64] | 64 [64, 256] |")  # n=8 per length: at --min-n 8 none is low n
+    assert main(["leaderboard", str(tmp_path / "oracle"), "--out", str(tmp_path / "lb30")]) == 0
+    md = (tmp_path / "lb30" / "LEADERBOARD.md").read_text()
+    row = next(line for line in md.splitlines() if line.startswith("| **oracle**") and "eff" not in line)
+    assert row.endswith("| low n (64, 128, 256) | low n (64, 128, 256) |")  # at the default 30 they are
     assert "By `hops` (`score`, all lengths pooled):" in md and "| **oracle** | same_vs_cross |" in md
     for name in ("probe.png", "probe.recall_at_k.png", "probe.by-hops.png", "probe.by-placement.png"):
         _png(tmp_path / "lb" / "plots" / name)

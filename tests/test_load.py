@@ -9,6 +9,7 @@ import time
 
 import pytest
 from servers import LLAMA_MODEL, SERVE_MODEL, http_json, root
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.load_test.report import figure, table
@@ -114,7 +115,8 @@ def test_load_command_writes_json_and_plot(serve_hf, fault_proxy, tmp_path, caps
     assert record["kind"] == "load_test" and record["served_model"] == SERVE_MODEL and record["model"] == "served"
     assert record["prompts"]["n"] == 2 and record["prompts"]["tasks"] == ["needle"]  # one per request sent
     assert record["prompts"]["cache"] == "cold" and record["prompts"]["suite_prompts"] == 3
-    assert 500 < record["prompts"]["prompt_tokens"]["mean"] < 700  # 512-token contexts plus the question
+    # needle v5: 512 is the whole prompt budget (a 320-token context, the question, template and answer budget)
+    assert 512 - 192 < record["prompts"]["prompt_tokens"]["mean"] <= 512
     assert [lv["concurrency"] for lv in record["levels"]] == [1, 2]
     assert [lv["ok"] for lv in record["levels"]] == [1, 1] and all(
         lv["repeated_prompts"] == 0 for lv in record["levels"]
@@ -141,7 +143,7 @@ def test_cache_scenarios_distinct_suite_and_hit(serve_hf, tmp_path, capsys):
 
     spec = f"openai:{SERVE_MODEL}@{serve_hf}?tokenizer=smollm2-135m"
     info = select(discover(()), ("needle",))[0]
-    plans = [TaskPlan(info, [256], 2, info.check_args({"source": "synthetic"}, "--task-arg"))]
+    plans = [TaskPlan(info, [256], 2, info.check_args({"source": "synthetic", "reserve": 0}, "--task-arg"))]
     adapter = load_model(parse_spec(spec))
     try:
         cold = build_pool(adapter, plans, 0, "cold", needed=5)
@@ -159,7 +161,7 @@ def test_cache_scenarios_distinct_suite_and_hit(serve_hf, tmp_path, capsys):
     assert len(hit.requests) == 1
 
     out = tmp_path / "hit.json"
-    args = ["load", "--model", spec, "--tasks", "needle", "--lengths", "256", "--limit", "2", "--warmup", "0"]
+    args = ["load", "--model", spec, *tiny_needle("256"), "--limit", "2", "--warmup", "0"]
     args += ["--task-arg", "needle.source=synthetic", "--concurrency", "1", "--max-requests", "2"]
     assert main([*args, "--cache", "hit", "--out", str(out)]) == 0
     record = json.loads(out.read_text())

@@ -1,4 +1,4 @@
-"""The needle family (needle v4, multikey, multivalue, multiquery, lowlex): determinism, oracle 100%, a wrong
+"""The needle family (needle v5, multikey, multivalue, multiquery, lowlex): determinism, oracle 100%, a wrong
 system 0, every needle mapped back exactly (chars and tokens), overlap metadata, prompts with answer prefixes."""
 
 from __future__ import annotations
@@ -19,10 +19,15 @@ LENGTHS = [512, 1024]
 ARGS = {
     "needle": {"depths": 3},
     "needle_multikey": {"depths": 3},
-    "needle_multivalue": {"per_length": 3},
+    "needle_multivalue": {"per_length": 3, "reserve": 192},  # the test BPE spends 172 tokens on the 4 needles
     "needle_multiquery": {"per_length": 3},
     "needle_lowlex": {"depths": 3},
 }
+
+
+def _reserve(name):
+    """The prompt reserve the module's samples of `name` were built with (the context is length - reserve)."""
+    return ARGS[name].get("reserve", discover().get(name).arguments["reserve"])
 
 
 def _task(name, tokenizer, **kw):
@@ -59,7 +64,8 @@ def test_samples_are_deterministic_and_exact(built, bpe_tokenizer, name):
     assert dataset_hash(again) == dataset_hash(samples)
     assert len({s.id for s in samples}) == len(samples)
     for s in samples:
-        assert bpe_tokenizer.count(s.context) == s.metadata["target_tokens"]
+        assert bpe_tokenizer.count(s.context) == s.metadata["context_tokens"]
+        assert s.metadata["context_tokens"] == s.metadata["target_tokens"] - _reserve(name)
         enc = bpe_tokenizer.encode(s.context)
         for text, start, end, tok_start, tok_end in _needles(s):
             assert s.context[start:end] == text  # the offset index maps every needle back exactly
@@ -105,7 +111,9 @@ def _wrong(pred: Prediction, sample) -> Prediction:
 
 def test_classic_needle_spreads_value_kinds_over_every_length(built):
     task, samples = built["needle"]
-    assert discover().get("needle").version == "4"
+    assert (
+        discover().get("needle").version == "5"
+    )  # v5: the length is the whole prompt budget (context = length - reserve)
     for length in LENGTHS:
         kinds = [s.metadata["value_kind"] for s in samples if s.metadata["target_tokens"] == length]
         assert kinds == ["number", "word", "uuid"]  # 3 depths: one of each

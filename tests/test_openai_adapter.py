@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from servers import LLAMA_CTX, LLAMA_MODEL, SERVE_MODEL
+from tiny_needle import tiny_needle
 
 from longctx_eval.cli import main
 from longctx_eval.errors import ConfigError
@@ -25,8 +26,8 @@ LIMIT = "2"
 
 
 def run_needle(out: Path, spec: str, limit: str = LIMIT) -> Path:
-    """`longctx-eval run` of the needle task at LENGTH tokens; the run folder."""
-    argv = ["run", "--model", spec, "--tasks", "needle", "--lengths", LENGTH, "--limit", limit, "--out", str(out)]
+    """`longctx-eval run` of the needle task at LENGTH tokens of context (reserve 0); the run folder."""
+    argv = ["run", "--model", spec, *tiny_needle(LENGTH), "--limit", limit, "--out", str(out)]
     assert main(argv) == 0
     return out / parse_spec(spec).name
 

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from servers import SERVE_MODEL, http_json, root
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.errors import PrerequisiteError
@@ -31,7 +32,7 @@ REASON = {"429": "429", "500": "5xx", "truncate": "invalid_json", "drop": "broke
 
 
 def run_needle(out: Path, spec: str, limit: int) -> Path:
-    argv = ["run", "--model", spec, "--tasks", "needle", "--lengths", "256", "--limit", str(limit), "--out", str(out)]
+    argv = ["run", "--model", spec, *tiny_needle("256"), "--limit", str(limit), "--out", str(out)]
     assert main(argv) == 0
     return out / parse_spec(spec).name
 

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from servers import SERVE_MODEL
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.cli.run import EXIT_TASK_FAILED
@@ -29,7 +30,7 @@ def test_a_fake_key_appears_in_no_file_the_run_writes(
     monkeypatch.setenv(VAR, FAKE)
     url = fault_proxy(serve_hf, schedule="seq:500,429", retry_after_s=0.1)  # failed requests write error messages
     spec = f"openai:{SERVE_MODEL}@{url}?tokenizer=smollm2-135m&api_key_env={VAR}&max_attempts=1&max_in_flight=1"
-    argv = ["run", "--model", spec, "--tasks", "needle", "--lengths", "256", "--limit", "2", "--out", str(tmp_path)]
+    argv = ["run", "--model", spec, *tiny_needle("256"), "--limit", "2", "--out", str(tmp_path)]
     assert main(argv) == EXIT_TASK_FAILED  # every request failed: a failed task, never a score
     assert main(argv) == 0  # the resume re-runs the two failed requests
     run_dir = tmp_path / parse_spec(spec).name

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 from servers import SERVE_MODEL, http_json, root, serve_hf_server
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.errors import ConfigError
@@ -37,7 +38,7 @@ def test_several_base_urls_are_one_spec_and_one_name():
 
 
 def _run_multiquery(spec: str, out: Path) -> list[dict]:
-    argv = ["run", "--model", spec, "--tasks", "needle_multiquery", "--lengths", "256", "--limit", "2"]
+    argv = ["run", "--model", spec, *tiny_needle("256", "needle_multiquery"), "--limit", "2"]
     argv += ["--task-arg", "needle_multiquery.source=synthetic", "--out", str(out)]
     assert main(argv) == 0
     return [json.loads(x) for x in (out / "pool" / "predictions.jsonl").read_text().splitlines()]
@@ -94,7 +95,7 @@ def test_load_spreads_over_both_servers(two_servers, tmp_path: Path):
     (url_a, _), (url_b, _) = two_servers
     out = tmp_path / "load.json"
     spec = f"openai:{SERVE_MODEL}@{url_a},{url_b}?tokenizer=smollm2-135m"
-    argv = ["load", "--model", spec, "--tasks", "needle", "--lengths", "256", "--limit", "2", "--warmup", "0"]
+    argv = ["load", "--model", spec, *tiny_needle("256"), "--limit", "2", "--warmup", "0"]
     argv += ["--task-arg", "needle.source=synthetic", "--concurrency", "2", "--max-requests", "2", "--out", str(out)]
     assert main(argv) == 0
     record = json.loads(out.read_text())

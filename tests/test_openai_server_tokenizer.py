@@ -8,6 +8,7 @@ import json
 from pathlib import Path
 
 from servers import LLAMA_MODEL, SERVE_MODEL
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.models.loader import load_model
@@ -22,7 +23,7 @@ def test_serve_names_its_tokenizer_and_contexts_are_exact_in_it(serve_hf: str, t
     probe = probe_server(serve_hf, SERVE_MODEL, "OPENAI_API_KEY")
     assert probe.root == "smollm2-135m" and probe.ids == hf_tok(PROBE, add_special_tokens=False)["input_ids"]
     spec = f"openai:{SERVE_MODEL}@{serve_hf}?name=server-tokenizer"
-    argv = ["run", "--model", spec, "--tasks", "needle", "--lengths", "256", "--limit", "1", "--out", str(tmp_path)]
+    argv = ["run", "--model", spec, *tiny_needle("256"), "--limit", "1", "--out", str(tmp_path)]
     assert main(argv) == 0
     assert "MiniLM" not in capsys.readouterr().err  # no approximate fallback, no warning
     run = read_run(tmp_path / "server-tokenizer" / "run.json")

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 from rich.console import Console
 from rich.markup import escape
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval import progress
 from longctx_eval.cli import main
@@ -22,7 +23,7 @@ def _bar(terminal: bool) -> tuple[RunProgress, io.StringIO]:
 
 
 def test_a_run_logged_to_a_file_prints_a_line_per_finished_task(tmp_path, capsys):
-    args = ["run", "--model", "oracle", "--tasks", "needle", "--lengths", "256,512", "--out", str(tmp_path)]
+    args = ["run", "--model", "oracle", *tiny_needle("256,512"), "--out", str(tmp_path)]
     assert main(args) == 0
     err = capsys.readouterr().err
     assert len(re.findall(r"needle \[oracle\]: 10/10 done in \d+\.\d s", err)) == 1, err

@@ -10,6 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 
@@ -51,13 +52,13 @@ def _err(capsys) -> str:
 def test_two_tasks_run_one_at_a_time_both_stay_in_the_run_file_and_leaderboard(tmp_path):
     out = tmp_path / "r"
     assert _run(out, "--model", "oracle", "--tasks", "coref_synthetic", "--lengths", "512", "--limit", "1") == 0
-    assert _run(out, "--model", "oracle", "--tasks", "needle", "--lengths", "256", "--limit", "2") == 0
+    assert _run(out, "--model", "oracle", *tiny_needle("256"), "--limit", "2") == 0
     run = _run_file(out, "oracle")
     assert [t["name"] for t in run["tasks"]] == ["coref_synthetic", "needle"]
     by_name = {t["name"]: t for t in run["tasks"]}
     assert by_name["needle"]["lengths"] == [256] and by_name["coref_synthetic"]["lengths"] == [512]
     # a rerun of one task replaces only that task
-    assert _run(out, "--model", "oracle", "--tasks", "needle", "--lengths", "256", "--limit", "3") == 0
+    assert _run(out, "--model", "oracle", *tiny_needle("256"), "--limit", "3") == 0
     again = {t["name"]: t for t in _run_file(out, "oracle")["tasks"]}
     assert again["needle"]["limit"] == 3 and again["needle"]["n_samples"] == 3
     assert again["coref_synthetic"] == by_name["coref_synthetic"]
@@ -68,13 +69,13 @@ def test_two_tasks_run_one_at_a_time_both_stay_in_the_run_file_and_leaderboard(t
 
 def test_limit_is_stratified_over_depths(tmp_path):
     out = tmp_path / "r"
-    assert _run(out, "--model", "oracle", "--tasks", "needle", "--lengths", "256,512", "--limit", "2") == 0
+    assert _run(out, "--model", "oracle", *tiny_needle("256,512"), "--limit", "2") == 0
     task = _run_file(out, "oracle")["tasks"][0]
     evaluated = {(c["length"], c["depth"]) for c in task["coverage"] if c["depth"] is not None and c["evaluated"]}
     assert evaluated == {(256, 0.0), (256, 1.0), (512, 0.0), (512, 1.0)}
     not_evaluated = [c for c in task["coverage"] if c["depth"] is not None and not c["evaluated"]]
     assert len(not_evaluated) == 6 and all(c["planned"] == 1 for c in not_evaluated)
-    assert _run(tmp_path / "all", "--model", "oracle", "--tasks", "needle", "--lengths", "256", "--limit", "5") == 0
+    assert _run(tmp_path / "all", "--model", "oracle", *tiny_needle("256"), "--limit", "5") == 0
     task = _run_file(tmp_path / "all", "oracle")["tasks"][0]
     assert {c["depth"] for c in task["coverage"] if c["depth"] is not None and c["evaluated"]} == {
         0.0,
@@ -87,7 +88,7 @@ def test_limit_is_stratified_over_depths(tmp_path):
 
 def test_task_args_from_cli_and_suite_are_checked_recorded_and_hashed(tmp_path, capsys):
     out = tmp_path / "r"
-    common = ["--model", "oracle", "--tasks", "needle", "--lengths", "256", "--limit", "1"]
+    common = ["--model", "oracle", "--tasks", "needle", "--lengths", "512", "--limit", "1"]  # default reserve
     assert _run(out / "a", *common) == 0
     assert _run(out / "b", *common, "--task-arg", "needle.source=synthetic", "--task-arg", "needle.depths=3") == 0
     a, b = _run_file(out / "a", "oracle")["tasks"][0], _run_file(out / "b", "oracle")["tasks"][0]
@@ -105,7 +106,7 @@ def test_task_args_from_cli_and_suite_are_checked_recorded_and_hashed(tmp_path, 
     assert not (out / "c" / "oracle").exists()  # nothing ran
 
     suite = tmp_path / "s.toml"
-    suite.write_text('[oracle]\nneedle = { lengths = [256], limit = 1, args = { source = "synthetic", depths = 3 } }\n')
+    suite.write_text('[oracle]\nneedle = { lengths = [512], limit = 1, args = { source = "synthetic", depths = 3 } }\n')
     assert main(["run", "--suite", str(suite), "--out", str(out / "d")]) == 0
     assert _run_file(out / "d", "oracle")["tasks"][0]["config_hash"] == b["config_hash"]
     suite.write_text("[oracle]\nneedle = { args = { colour = 1 } }\n")
@@ -128,7 +129,18 @@ def test_a_task_that_cannot_run_is_skipped_and_the_others_still_run(tmp_path, ca
         """,
     )
     out = tmp_path / "r"
-    args = ["--model", "oracle", "--tasks", "needs_data,needle", "--lengths", "256", "--limit", "1"]
+    args = [
+        "--model",
+        "oracle",
+        "--tasks",
+        "needs_data,needle",
+        "--lengths",
+        "256",
+        "--limit",
+        "1",
+        "--task-arg",
+        "needle.reserve=0",
+    ]
     assert _run(out, *args, "--include-path", str(plugins)) == 0
     run = _run_file(out, "oracle")
     assert [t["name"] for t in run["tasks"]] == ["needle"]
@@ -204,7 +216,7 @@ def test_two_models_never_share_a_run_folder(tmp_path, tiny_llama_dir, capsys):
     changed.save_pretrained(second)
 
     out = tmp_path / "r"
-    common = ["--tasks", "needle", "--lengths", "256", "--limit", "1"]
+    common = [*tiny_needle("256"), "--limit", "1"]
     assert _run(out, "--model", f"hf:{first},hf:{second}", *common) == 2
     assert "?name=" in _err(capsys) and not (out / "model").exists()
 
@@ -225,7 +237,7 @@ def test_two_models_never_share_a_run_folder(tmp_path, tiny_llama_dir, capsys):
 
 def test_over_window_lengths_are_warned_recorded_and_not_scored(tmp_path, tiny_llama_dir, capsys):
     out = tmp_path / "r"
-    args = ["--model", f"hf:{tiny_llama_dir}", "--tasks", "needle", "--lengths", "256,1024", "--limit", "1"]
+    args = ["--model", f"hf:{tiny_llama_dir}", *tiny_needle("256,1024"), "--limit", "1"]
     assert _run(out, *args) == 0
     err = _err(capsys)
     assert "length(s) 1024 exceed" in err and "?max_length=" in err
@@ -241,11 +253,11 @@ def test_over_window_lengths_are_warned_recorded_and_not_scored(tmp_path, tiny_l
 
 def test_bad_specs_are_refused_before_anything_runs_or_moves(tmp_path, capsys):
     out = tmp_path / "r"
-    assert _run(out, "--model", "bm25", "--tasks", "needle", "--lengths", "256", "--limit", "1") == 0
+    assert _run(out, "--model", "bm25", *tiny_needle("256"), "--limit", "1") == 0
     preds = out / "bm25" / "predictions.jsonl"
     before = preds.read_bytes()
     for bad in ("bm25,bm25?k1=abc", "bm25?k1=-1", "bm25?k1=nan&b=7"):
-        assert _run(out, "--model", bad, "--tasks", "needle", "--lengths", "256", "--no-resume") == 2
+        assert _run(out, "--model", bad, *tiny_needle("256"), "--no-resume") == 2
         assert "k1" in _err(capsys)
     assert preds.read_bytes() == before and not list(preds.parent.glob("*.bak"))
 
@@ -266,18 +278,18 @@ def test_a_run_folder_in_use_is_refused(tmp_path, capsys):
     )
     try:
         assert holder.stdout.readline().strip() == "held"
-        assert _run(tmp_path / "r", "--model", "oracle", "--tasks", "needle", "--lengths", "256") == 1
+        assert _run(tmp_path / "r", "--model", "oracle", *tiny_needle("256")) == 1
         assert f"pid {holder.pid}" in _err(capsys)
     finally:
         holder.kill()
         holder.wait()
-    assert _run(tmp_path / "r", "--model", "oracle", "--tasks", "needle", "--lengths", "256", "--limit", "1") == 0
+    assert _run(tmp_path / "r", "--model", "oracle", *tiny_needle("256"), "--limit", "1") == 0
 
 
 def test_samples_of_another_run_are_never_scored_under_this_runs_config(tmp_path, capsys):
     """A killed run with other settings rewrote samples/ and its manifest entry: score keeps the earlier result."""
     out = tmp_path / "r"
-    assert _run(out, "--model", "bm25", "--tasks", "needle", "--lengths", "256,512") == 0
+    assert _run(out, "--model", "bm25", *tiny_needle("256,512")) == 0
     full = _run_file(out, "bm25")["tasks"][0]
     run_dir = out / "bm25"
     manifest = json.loads((run_dir / "manifest.json").read_text())
@@ -304,7 +316,7 @@ def test_samples_of_another_run_are_never_scored_under_this_runs_config(tmp_path
 def test_old_run_folders_still_score(tmp_path, model):
     """A folder written before per-task manifests (one list of tasks) is converted when read."""
     out = tmp_path / "r"
-    assert _run(out, "--model", model, "--tasks", "needle", "--lengths", "256", "--limit", "2") == 0
+    assert _run(out, "--model", model, *tiny_needle("256"), "--limit", "2") == 0
     run_dir = out / model
     new = json.loads((run_dir / "manifest.json").read_text())
     entry = new["tasks"]["needle"]

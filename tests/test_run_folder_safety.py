@@ -11,12 +11,13 @@ import os
 from pathlib import Path
 
 import pytest
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.models.spec import parse_spec, slug
 from longctx_eval.run_dir import run_dir_for
 
-RUN = ["run", "--model", "bm25", "--tasks", "needle", "--lengths", "256", "--limit", "1"]
+RUN = ["run", "--model", "bm25", *tiny_needle("256"), "--limit", "1"]
 FILES = [".lock", "manifest.json", "predictions.jsonl", "run.json", "predictions.quarantine.jsonl"]
 FOLDERS = ["samples", "scores"]
 
@@ -52,7 +53,7 @@ def test_openai_dot_dot_writes_nothing_into_the_parent(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()
     args = ["run", "--model", "openai:..@http://127.0.0.1:9/v1?tokenizer=bert-base-uncased"]
-    main([*args, "--tasks", "needle", "--lengths", "256", "--limit", "1", "--out", str(out)])
+    main([*args, *tiny_needle("256"), "--limit", "1", "--out", str(out)])
     assert sorted(p.name for p in tmp_path.iterdir()) == ["out"]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.secret_mask import mask_secrets
@@ -44,7 +45,7 @@ def test_mask_secrets(text, masked):
 )
 @pytest.mark.parametrize("dry", [False, True])
 def test_a_key_in_a_spec_is_never_printed(tmp_path, capsys, spec, dry):
-    args = ["run", "--model", spec, "--tasks", "needle", "--lengths", "256", "--out", str(tmp_path)]
+    args = ["run", "--model", spec, *tiny_needle("256"), "--out", str(tmp_path)]
     assert main(args + (["--dry-run"] if dry else [])) == 2
     out, err = capsys.readouterr()
     assert "***" in err and "Traceback" not in err
@@ -56,6 +57,6 @@ def test_a_key_in_a_spec_is_never_printed(tmp_path, capsys, spec, dry):
 def test_a_key_in_an_accepted_option_is_masked_in_the_load_error(tmp_path, capsys):
     """A spec that parses, whose tokenizer option holds a key: the load error names it masked."""
     spec = f"openai:m@http://127.0.0.1:9/v1?tokenizer={CANARY}"
-    main(["run", "--model", spec, "--tasks", "needle", "--lengths", "256", "--out", str(tmp_path)])
+    main(["run", "--model", spec, *tiny_needle("256"), "--out", str(tmp_path)])
     out, err = capsys.readouterr()
     assert CANARY.removeprefix("sk-") not in out + err and "sk-***" in err

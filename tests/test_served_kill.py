@@ -33,7 +33,16 @@ def test_sigkill_after_n_replies_keeps_them_and_the_rerun_sends_only_the_rest(se
     spec = f"openai:{SERVE_MODEL}@{proxy}?tokenizer=smollm2-135m&max_in_flight=1&name=served"
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "longctx_eval.cli", "run", "--model", spec, "--tasks", "needle"]
-    cmd += ["--lengths", "256", "--limit", str(N_SAMPLES), "--task-arg", "needle.source=synthetic"]
+    cmd += [
+        "--lengths",
+        "256",
+        "--limit",
+        str(N_SAMPLES),
+        "--task-arg",
+        "needle.source=synthetic",
+        "--task-arg",
+        "needle.reserve=0",
+    ]
     cmd += ["--task-arg", f"needle.depths={N_SAMPLES}", "--out", str(out)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     preds = out / "served" / "predictions.jsonl"

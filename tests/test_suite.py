@@ -31,13 +31,14 @@ def _capabilities(spec: str) -> set[str]:
 
 def test_custom_suite_runs_with_per_task_lengths_and_limits(tmp_path):
     suite = tmp_path / "mine.toml"
-    suite.write_text("[oracle]\nneedle = { lengths = [256, 512], limit = 2 }\n\n[bm25]\nneedle = { lengths = [256] }\n")
+    # 448 = a 256-token context + the 192-token prompt reserve (needle v5: a length is the whole prompt budget)
+    suite.write_text("[oracle]\nneedle = { lengths = [448, 512], limit = 2 }\n\n[bm25]\nneedle = { lengths = [448] }\n")
     out = tmp_path / "out"
     assert main(["run", "--suite", str(suite), "--out", str(out)]) == 0
     oracle = json.loads((out / "oracle" / "run.json").read_text())
     assert oracle["tasks"][0]["n_samples"] == 4
     assert [{k: t[k] for k in ("name", "lengths", "limit", "args")} for t in oracle["config"]["tasks"]] == [
-        {"name": "needle", "lengths": [256, 512], "limit": 2, "args": {}}
+        {"name": "needle", "lengths": [448, 512], "limit": 2, "args": {}}
     ]
     bm25 = json.loads((out / "bm25" / "run.json").read_text())
     assert bm25["tasks"][0]["n_samples"] == 5

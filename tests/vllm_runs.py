@@ -33,7 +33,7 @@ shared machine: 'Available memory on node 0 ... is less than desired CPU memory 
 MAX_MODEL_LEN = 8192
 """SmolLM2's trained window: the `hf:` adapter's window too, so both refuse the same prompts."""
 GRID: dict[str, dict[str, Any]] = {
-    "needle": {"lengths": [1024, 2048, 4096, 8192], "limit": 2},
+    "needle": {"lengths": [1024, 2048, 4096, 8192], "limit": 2, "args": {"reserve": 0}},
     "needle_lowlex": {"lengths": [1024, 2048], "limit": 1},
     "needle_multikey": {"lengths": [1024, 2048], "limit": 1},
     "needle_multiquery": {"lengths": [1024], "limit": 1},
@@ -41,7 +41,8 @@ GRID: dict[str, dict[str, Any]] = {
     "cross_paragraph": {"lengths": [1024, 2048, 4096], "limit": 1},
 }
 """The comparison grid (sized for 2 shared cores: ~20 requests per system); needle at 8K is over the 8192-token window
-for both (recorded over_length, never sent)."""
+for both (recorded over_length, never sent): needle runs with `reserve=0` (context = L, the pre-v5 meaning), so
+its 8K prompts are over the window and the refusal path is exercised."""
 ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
 
@@ -49,7 +50,9 @@ def suite_toml(spec: str, grid: dict[str, dict[str, Any]]) -> str:
     """A suite file running `grid` on one model spec."""
     rows = [f"[{json.dumps(spec)}]"]
     for task, plan in grid.items():
-        rows.append(f"{task} = {{ lengths = {plan['lengths']}, limit = {plan['limit']} }}")
+        args = ", ".join(f"{k} = {json.dumps(v)}" for k, v in plan.get("args", {}).items())
+        extra = f", args = {{ {args} }}" if args else ""
+        rows.append(f"{task} = {{ lengths = {plan['lengths']}, limit = {plan['limit']}{extra} }}")
     return "\n".join(rows) + "\n"
 
 

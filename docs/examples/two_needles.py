@@ -3,6 +3,7 @@
 import random
 
 from data_builders import get_source, insert_sentences
+from data_builders.prompt_budget import context_tokens
 from longctx_eval import (
     Hit,
     Prediction,
@@ -33,7 +34,7 @@ def oracle(sample: Sample) -> Prediction:
 
 @task(
     name="two_needles",
-    version="1",
+    version="2",
     requires=any_of("generate", "retrieve"),
     default_lengths=[512, 1024],
     description="Two access codes at different depths; find both (generation or retrieval)",
@@ -51,13 +52,14 @@ def two_needles(lengths, seed=0, tokenizer=None, per_length=3, source="synthetic
                     (f"The access code of the {vault} vault is {code}.", depth)
                     for vault, code, depth in zip(vaults, codes, depths, strict=True)
                 ]
-                doc = insert_sentences(haystack, tokenizer, length, sentences, seed=rng.getrandbits(32))
+                n = context_tokens(length)  # the length is the whole prompt budget: context = length - 192
+                doc = insert_sentences(haystack, tokenizer, n, sentences, seed=rng.getrandbits(32))
                 yield Sample(
                     id=f"{length}-{i}",
                     context=doc.context,
                     question=f"What are the access codes of the {vaults[0]} vault and of the {vaults[1]} vault?",
                     gold={"codes": codes, "spans": [[s.char_start, s.char_end] for s in doc.spans]},
-                    metadata={"target_tokens": length, "seed": seed, "source": haystack.name},
+                    metadata={"target_tokens": length, "context_tokens": n, "seed": seed, "source": haystack.name},
                 )
 
     def prompt(sample):

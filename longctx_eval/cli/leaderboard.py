@@ -19,14 +19,33 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="also write the board as a static website (HTML, CSS, a small script; relative links) into DIR",
     )
+    p.add_argument(
+        "--min-n",
+        type=_min_n,
+        default=30,
+        metavar="N",
+        help="cells with fewer samples are marked 'low n' and kept out of ranking, effective length and contrasts "
+        "(default 30)",
+    )
     p.set_defaults(func=cmd_leaderboard)
+
+
+def _min_n(text: str) -> int:
+    """`--min-n N`: a whole number of samples >= 1."""
+    try:
+        value = int(text)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of samples >= 1, e.g. 30")
+    return value
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     """Merge and render; exit 2 when an input run file is corrupt or invalid (it is skipped, the rest merged)."""
     from longctx_eval.leaderboard import update_leaderboard
 
-    report = update_leaderboard(list(args.inputs), args.out, site=args.site)
+    report = update_leaderboard(list(args.inputs), args.out, site=args.site, min_n=args.min_n)
     for path, reason in report.skipped:
         console.print(f"[red]skipped[/red] {path}: {reason}", highlight=False, soft_wrap=True)
     for path, reason in report.unfinished:

@@ -44,7 +44,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument(
         "--tasks", default=DEFAULT_TASKS, help=f"generation tasks whose prompts are sent (default {DEFAULT_TASKS})"
     )
-    p.add_argument("--lengths", default="1024", help="context lengths in tokens, e.g. 1024,4k (default 1024)")
+    p.add_argument(
+        "--lengths", default="1024", help="lengths in tokens, e.g. 1024,4k: the whole prompt budget (default 1024)"
+    )
     p.add_argument("--limit", type=int, default=None, help="at most N samples per task and length")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--task-arg", action="append", default=[], metavar="TASK.KEY=VALUE", help="a task argument")

@@ -229,18 +229,24 @@ def markdown_report(rows: Sequence[dict[str, Any]]) -> str:
 
 
 def plot_probe(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
-    """Each PLOTS metric against L / L_train (log2 axis), one line per model/variant, as PNG files."""
+    """Each PLOTS metric against L / L_train (log2 axis), one line per model/variant, as PNG files.
+
+    Each model has its own colour, marker and dash, and its points are shifted a little along the (log) x axis,
+    so models with the same values (several at 0) stay visible instead of one line hiding another; the legend
+    sits outside the axes."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from longctx_eval.line_plots import style
+
     ensure_dir(out_dir)
     written = []
     models = sorted({r["model"] for r in rows})
     for metric, label in PLOTS.items():
-        fig, ax = plt.subplots(figsize=(6, 4))
-        for model in models:
+        fig, ax = plt.subplots(figsize=(7.6, 4.2))
+        for i, model in enumerate(models):
             pts = sorted(
                 (r["l_over_ltrain"], r[metric], r.get(f"{metric}_ci"))
                 for r in rows
@@ -248,8 +254,9 @@ def plot_probe(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
             )
             if not pts:
                 continue
-            xs, ys = [p[0] for p in pts], [p[1] for p in pts]
-            line = ax.plot(xs, ys, marker="o", label=model)[0]
+            shift = 2 ** (0.06 * (i - (len(models) - 1) / 2))  # a dodge on the log2 axis, at most ~1/4 octave
+            xs, ys = [p[0] * shift for p in pts], [p[1] for p in pts]
+            line = ax.plot(xs, ys, label=model, markersize=5, linewidth=1.3, **style(i))[0]
             if all(p[2] for p in pts):
                 ax.fill_between(xs, [p[2][0] for p in pts], [p[2][1] for p in pts], alpha=0.15, color=line.get_color())
         ax.set_xscale("log", base=2)
@@ -258,8 +265,8 @@ def plot_probe(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
         ax.set_xlabel("L / L_train")
         ax.set_ylabel(label)
         ax.axvline(1.0, color="grey", lw=0.8, ls=":")
-        ax.legend(fontsize=7)
-        ax.set_title(f"posprobe: {label}")
+        ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
+        ax.set_title(f"posprobe: {label} (points dodged along x)", fontsize=10)
         fig.tight_layout()
         path = out_dir / f"posprobe_{metric}.png"
         fig.savefig(path, dpi=120)

@@ -32,7 +32,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run = sub.add_parser("run", help="evaluate models on tasks; resumes an interrupted run")
     run.add_argument("--model", default="default", help="spec(s), comma-separated; 'default' = the default suite")
     run.add_argument("--tasks", default="default", help="task names, comma-separated; 'default' = every in-tree task")
-    run.add_argument("--lengths", default="default", help="context lengths in tokens, e.g. 1024,4k; default: per task")
+    run.add_argument(
+        "--lengths",
+        default="default",
+        help="lengths in tokens, e.g. 1024,4k (a generating task's whole prompt budget); default: per task",
+    )
     run.add_argument("--seed", type=int, default=0)
     run.add_argument(
         "--limit", type=int, default=None, help="at most N samples per task and length, spread over its depths"

@@ -1,0 +1,41 @@
+"""`longctx-eval compare RUN_A RUN_B`: paired differences of two run folders per task and length, with tests."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from longctx_eval.progress import console
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    """Add `compare`."""
+    p = sub.add_parser(
+        "compare",
+        help="paired A - B of two run folders per task and length: bootstrap interval, McNemar/sign-flip p, Holm",
+        description=(
+            "Per task both runs ran (or --task), on its primary metric, over the samples joined by id whose "
+            "context, question and gold are the same (others are refused and counted): A - B per length and "
+            "pooled, a paired 95%% bootstrap interval, McNemar's exact p for 0/1 scores (else a sign-flip "
+            "permutation test), Holm-adjusted across the rows tested. Exit 2 on bad input."
+        ),
+    )
+    p.add_argument("run_a", type=Path, metavar="RUN_A", help="a run folder (holding run.json, samples/, scores/)")
+    p.add_argument("run_b", type=Path, metavar="RUN_B")
+    p.add_argument("--task", action="append", default=[], metavar="T", help="compare only this task (repeatable)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON to FILE")
+    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and permutation resamples (default 0)")
+    p.set_defaults(func=cmd_compare)
+
+
+def cmd_compare(args: argparse.Namespace) -> int:
+    """Print the tables (stdout), write --json; a LongctxError (bad input) exits 2 through `main`."""
+    from longctx_eval.run_comparison import compare_runs, to_text, write_json
+
+    comparison = compare_runs(args.run_a, args.run_b, args.task, seed=args.seed)
+    sys.stdout.write(to_text(comparison))
+    if args.json is not None:
+        write_json(comparison, args.json)
+        console.print(f"wrote {args.json}", highlight=False)
+    return 0
