@@ -77,6 +77,8 @@ $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[bench]'
 	touch $@
 
+# With .venv-vllm, BENCH_ARGS='--parts vllm' runs the vLLM part (benchmarks/vllm_backends.py): its default grid took
+# 46 min (2789 s) here on 2 cores at a load average of 4-6 from other jobs, four engine starts ~14 min of it.
 bench: venv $(VENV)/.bench-installed $(if $(wildcard $(VLLM_VENV)/.installed),$(VLLM_VENV)/.bench-installed)
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python -m pytest -q -m bench tests/test_bench_smoke.py
