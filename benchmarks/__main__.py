@@ -18,7 +18,7 @@ from benchmarks.gpt2 import ensure_gpt2
 from benchmarks.peers import METHODS
 from benchmarks.runner import REPO, run_child
 from longctx_eval.assets import cache_dir
-from longctx_eval.io import atomic_write_text
+from longctx_eval.atomic_io import atomic_write_text
 
 PARTS = (
     "chunking",

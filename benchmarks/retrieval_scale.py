@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "retrieval_scale.json")
     args = p.parse_args(argv)
     from benchmarks.environment import environment
-    from longctx_eval.io import atomic_write_text
+    from longctx_eval.atomic_io import atomic_write_text
 
     started = time.perf_counter()
     result = run_retrieval_scale(

@@ -17,8 +17,8 @@ from datasets import Features, Value
 from data_builders.builders import BuildConfig, BuildContext, BuilderInfo, Document, Part, check_options, get_builder
 from data_builders.dataset_card import CARD_MARKER, ConfigEntry, render_card
 from data_builders.haystack import HaystackSource, get_source
+from longctx_eval.atomic_io import atomic_write_bytes, atomic_write_text, ensure_dir
 from longctx_eval.errors import ConfigError, DataError
-from longctx_eval.io import atomic_write_bytes, atomic_write_text, ensure_dir
 from longctx_eval.text.tokenizer import Tokenizer
 
 DOCUMENTS_CONFIG = "documents"

@@ -17,10 +17,10 @@ from longctx_eval.errors import ConfigError, LongctxError, TaskUnavailable
 from longctx_eval.models.base import ModelAdapter
 from longctx_eval.models.loader import load_model
 from longctx_eval.models.spec import ModelSpec
-from longctx_eval.predictions import PredictionStore, prediction_key
 from longctx_eval.progress import status
 from longctx_eval.run_config import RunConfig, TaskPlan
-from longctx_eval.run_dir import run_dir_for
+from longctx_eval.run_folder.naming import run_dir_for
+from longctx_eval.run_folder.predictions import PredictionStore, prediction_key
 from longctx_eval.sampling import build_samples
 
 DEFAULT_PROMPT_TPS = 2000.0

@@ -77,7 +77,7 @@ def cached_file_sha256(path: Path) -> str:
         return entry["sha256"]
     digest = file_sha256(path)
     try:
-        from longctx_eval.io import atomic_write_text
+        from longctx_eval.atomic_io import atomic_write_text
 
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         entries = _read_cache(cache_file)  # re-read: another process may have added entries meanwhile

@@ -13,8 +13,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from longctx_eval.atomic_io import atomic_write_bytes, atomic_write_text
 from longctx_eval.errors import ConfigError, RunFileError
-from longctx_eval.io import atomic_write_bytes, atomic_write_text
 from longctx_eval.leaderboard_merge import MergeNote, check_times, merge_board, parse_time
 from longctx_eval.leaderboard_merge import merge_runs as merge_runs  # re-exported
 from longctx_eval.leaderboard_render import DEFAULT_MIN_N, render_markdown

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from html import escape
 from pathlib import Path
 
-from longctx_eval.io import atomic_write_bytes, atomic_write_text
+from longctx_eval.atomic_io import atomic_write_bytes, atomic_write_text
 from longctx_eval.leaderboard_breakdowns import DEFAULT_MIN_N, contrast_section, effective_note, slice_sections
 from longctx_eval.leaderboard_details import detail_section
 from longctx_eval.leaderboard_merge import MergeNote

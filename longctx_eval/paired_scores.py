@@ -23,8 +23,8 @@ import numpy as np
 from longctx_eval.metrics.aggregate import column_mean
 from longctx_eval.metrics.bootstrap import bootstrap_ci
 from longctx_eval.metrics.paired_tests import paired_test
-from longctx_eval.run_paths import inside
-from longctx_eval.score_records import scores_path
+from longctx_eval.run_folder.paths import inside
+from longctx_eval.run_folder.score_lines import scores_path
 
 PairKey = tuple[str, str]
 """(sample id, sha256 of its context)."""

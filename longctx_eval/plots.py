@@ -19,7 +19,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from longctx_eval.io import atomic_write_bytes
+from longctx_eval.atomic_io import atomic_write_bytes
 from longctx_eval.leaderboard_render import (
     DEFAULT_MIN_N,
     Cell,

@@ -21,7 +21,7 @@ from longctx_eval.metrics.paired_tests import N_FLIPS, TESTS, holm
 from longctx_eval.paired_scores import Join, PairedDifference, join, paired_differences, sample_scores
 from longctx_eval.result_text import length_label
 from longctx_eval.results import RunResult, TaskResult, read_run
-from longctx_eval.score_records import scores_path
+from longctx_eval.run_folder.score_lines import scores_path
 
 ALPHA = 0.05
 """Significant: Holm-adjusted p below this."""
@@ -267,6 +267,6 @@ def _p(p: float) -> str:
 
 def write_json(c: RunComparison, path: Path) -> None:
     """Write `to_json` atomically."""
-    from longctx_eval.io import atomic_write_text
+    from longctx_eval.atomic_io import atomic_write_text
 
     atomic_write_text(path, json.dumps(to_json(c), indent=2, allow_nan=False) + "\n")

@@ -16,7 +16,7 @@ from longctx_eval.metrics.aggregate import mean
 from longctx_eval.models.base import portable_identity
 from longctx_eval.models.loader import load_model, load_tokenizer_of
 from longctx_eval.models.spec import check_distinct_names, expand_models, parse_spec
-from longctx_eval.predictions import prediction_key
+from longctx_eval.run_folder.predictions import prediction_key
 from longctx_eval.sample import Prediction, Request, Sample, Score
 from longctx_eval.task import Task
 

@@ -82,7 +82,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def cmd_chunk(args: argparse.Namespace) -> int:
     """Chunk one file and stream its chunks as JSON lines to stdout or --out."""
     from longctx_eval.assets import load_tokenizer
-    from longctx_eval.io import atomic_output
+    from longctx_eval.atomic_io import atomic_output
     from longctx_eval.text.chunking import ChunkConfig, iter_chunks
 
     if args.max_tokens < 1:

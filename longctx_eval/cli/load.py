@@ -9,9 +9,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from longctx_eval.atomic_io import ensure_dir
 from longctx_eval.cli import add_include_path
 from longctx_eval.errors import ConfigError
-from longctx_eval.io import ensure_dir
 from longctx_eval.progress import console
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from longctx_eval.atomic_io import atomic_write_text, ensure_dir
 from longctx_eval.errors import RunFileError
-from longctx_eval.io import atomic_write_text, ensure_dir
 from longctx_eval.results import read_run
 
 TASK = "posprobe"
@@ -80,7 +80,7 @@ def _run_files(inputs: Sequence[Path]) -> list[Path]:
 
 def _calibration(run_dir: Path) -> dict[str, Any] | None:
     """The frozen retrieval heads with their retrieval scores and the reference length, from the first probe."""
-    from longctx_eval.predictions import PredictionStore
+    from longctx_eval.run_folder.predictions import PredictionStore
 
     path = run_dir / "predictions.jsonl"
     if not path.is_file():

@@ -10,7 +10,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from longctx_eval.io import atomic_write_text
+from longctx_eval.atomic_io import atomic_write_text
 from longctx_eval.plots import write_png
 
 KIND = "load_test"

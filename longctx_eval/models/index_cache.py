@@ -27,8 +27,8 @@ import numpy as np
 from rich.markup import escape
 
 from longctx_eval.assets import cache_dir
+from longctx_eval.atomic_io import atomic_output
 from longctx_eval.errors import ConfigError, LongctxError
-from longctx_eval.io import atomic_output
 from longctx_eval.progress import console
 
 FOLDER_ENV = "LONGCTX_EVAL_INDEX_CACHE"

@@ -12,8 +12,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-from longctx_eval.io import atomic_write_text
-from longctx_eval.run_paths import inside
+from longctx_eval.atomic_io import atomic_write_text
+from longctx_eval.run_folder.paths import inside
 from longctx_eval.sample import Prediction, Sample, Score
 
 SCORES_DIR = "scores"

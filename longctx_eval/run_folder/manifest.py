@@ -14,11 +14,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
+from longctx_eval.atomic_io import atomic_write_text
 from longctx_eval.errors import RunFileError
 from longctx_eval.hashing import sha256_json
-from longctx_eval.io import atomic_write_text
 from longctx_eval.results import Environment, ModelMeta, Skipped, SuiteInfo
-from longctx_eval.run_paths import inside
+from longctx_eval.run_folder.paths import inside
 
 MANIFEST = "manifest.json"
 

@@ -18,9 +18,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from longctx_eval.atomic_io import atomic_write_bytes, write_failure
 from longctx_eval.errors import OutputError, RunFileError
-from longctx_eval.io import atomic_write_bytes, write_failure
-from longctx_eval.prediction_records import (  # noqa: F401  (the line format's public names, re-exported)
+from longctx_eval.run_folder.paths import NOFOLLOW, is_link_error, link_refusal
+from longctx_eval.run_folder.prediction_lines import (  # noqa: F401  (the line format's public names, re-exported)
     CHECK_FIELD,
     BadLine,
     combine_parts,
@@ -34,7 +35,6 @@ from longctx_eval.prediction_records import (  # noqa: F401  (the line format's 
     record_to_prediction,
     scan,
 )
-from longctx_eval.run_paths import NOFOLLOW, is_link_error, link_refusal
 
 
 @contextmanager

@@ -24,9 +24,9 @@ from datetime import datetime
 from pathlib import Path
 from types import TracebackType
 
+from longctx_eval.atomic_io import ensure_dir, write_failure
 from longctx_eval.errors import LongctxError
-from longctx_eval.io import ensure_dir, write_failure
-from longctx_eval.run_paths import NOFOLLOW, inside, is_link_error, link_refusal
+from longctx_eval.run_folder.paths import NOFOLLOW, inside, is_link_error, link_refusal
 from longctx_eval.secret_mask import mask_secrets
 
 LOCK_NAME = ".lock"

@@ -1,0 +1,1 @@
+"""longctx_eval/run_folder: see docs/architecture.md."""
