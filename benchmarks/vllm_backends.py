@@ -81,8 +81,8 @@ def prefix_bound(depths: Sequence[float]) -> float:
 
 def build_grid(tokenizer: Any, params: dict[str, Any]) -> tuple[Any, list[Any], list[Any]]:
     """(task, samples, requests in the runner's serving order) of the needle grid in `params`."""
-    from longctx_eval.discovery import discover
-    from longctx_eval.sampling import build_samples
+    from longctx_eval.run.discovery import discover
+    from longctx_eval.run.sampling import build_samples
 
     info = discover()["needle"]
     args = {"depths": int(params["depths"]), "per_cell": int(params["haystacks"])}
@@ -108,7 +108,7 @@ def _with_part(r: Any, part: int) -> Any:
 
 def serving_order(bound: Any, samples: Sequence[Any], requests: list[tuple[int, Any]]) -> list[tuple[int, Any, int]]:
     """(sample index, request, prompt tokens) in the order `longctx-eval run` serves them."""
-    from longctx_eval.runner import _serving_order
+    from longctx_eval.run.runner import _serving_order
 
     return _serving_order([(i, r, bound.prompt_tokens(r)) for i, r in requests], samples)
 

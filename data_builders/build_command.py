@@ -12,7 +12,7 @@ from pathlib import Path
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.progress import console, progress_bar
-from longctx_eval.run_config import parse_lengths
+from longctx_eval.run.config import parse_lengths
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

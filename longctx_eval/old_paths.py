@@ -26,6 +26,15 @@ MOVED: dict[str, str] = {
     "longctx_eval.predictions": "longctx_eval.run_folder.predictions",
     "longctx_eval.prediction_records": "longctx_eval.run_folder.prediction_lines",
     "longctx_eval.score_records": "longctx_eval.run_folder.score_lines",
+    "longctx_eval.runner": "longctx_eval.run.runner",
+    "longctx_eval.run_config": "longctx_eval.run.config",
+    "longctx_eval.sampling": "longctx_eval.run.sampling",
+    "longctx_eval.suite": "longctx_eval.run.suite",
+    "longctx_eval.dry_run": "longctx_eval.run.dry_run",
+    "longctx_eval.cost": "longctx_eval.run.cost",
+    "longctx_eval.cost_estimate": "longctx_eval.run.cost_estimate",
+    "longctx_eval.discovery": "longctx_eval.run.discovery",
+    "longctx_eval.validate_task": "longctx_eval.run.validate_task",
 }  # end of MOVED
 
 # Old modules whose name is now a package: the package forwards the old module's attributes.

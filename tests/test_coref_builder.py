@@ -13,8 +13,8 @@ from data_builders.coref_corpora import ontogum
 from data_builders.coref_documents import corpus_documents
 from data_builders.coref_haystack import as_long, measure
 from data_builders.export import BuildReport, build_dataset
-from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError, DataError
+from longctx_eval.run.discovery import discover
 from longctx_eval.text.tokenizer import Tokenizer
 
 

@@ -18,11 +18,11 @@ from data_builders.cross_paragraph_grid import MAX_NEW_TOKENS, PROMPT_TEMPLATE, 
 from data_builders.export import build_dataset
 from longctx_eval.assets import load_tokenizer
 from longctx_eval.cli import main
-from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.metrics.aggregate import mean
+from longctx_eval.run.discovery import discover
+from longctx_eval.run.sampling import build_samples
 from longctx_eval.sample import Hit, Prediction, Request, Score
-from longctx_eval.sampling import build_samples
 from longctx_eval.task import Task
 from longctx_eval.text.tokenizer import Tokenizer
 

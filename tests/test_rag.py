@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from longctx_eval.cli import main
-from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.loader import load_model, load_tokenizer_of
 from longctx_eval.models.rag_prompt import (
@@ -22,8 +21,9 @@ from longctx_eval.models.rag_prompt import (
     substitute_context,
 )
 from longctx_eval.models.spec import check_distinct_names, parse_spec
+from longctx_eval.run.discovery import discover
+from longctx_eval.run.sampling import build_samples
 from longctx_eval.sample import Hit, Request
-from longctx_eval.sampling import build_samples
 
 # --- spec parsing ---------------------------------------------------------------------------------------
 

@@ -11,17 +11,17 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from longctx_eval.cost import ModelPrice, PriceTable, output_budget, price_of
-from longctx_eval.cost_estimate import throughput_json
 from longctx_eval.errors import ConfigError, LongctxError, TaskUnavailable
 from longctx_eval.models.base import ModelAdapter
 from longctx_eval.models.loader import load_model
 from longctx_eval.models.spec import ModelSpec
 from longctx_eval.progress import status
-from longctx_eval.run_config import RunConfig, TaskPlan
+from longctx_eval.run.config import RunConfig, TaskPlan
+from longctx_eval.run.cost import ModelPrice, PriceTable, output_budget, price_of
+from longctx_eval.run.cost_estimate import throughput_json
+from longctx_eval.run.sampling import build_samples
 from longctx_eval.run_folder.naming import run_dir_for
 from longctx_eval.run_folder.predictions import PredictionStore, prediction_key
-from longctx_eval.sampling import build_samples
 
 DEFAULT_PROMPT_TPS = 2000.0
 DEFAULT_OUTPUT_TPS = 50.0

@@ -1,4 +1,4 @@
-"""What served requests cost: the price table (longctx_eval/prices.toml or `--prices FILE`) and the `--max-cost` budget.
+"""What served requests cost: the price table (run/prices.toml or `--prices FILE`) and the `--max-cost` budget.
 
 Local models cost 0. A served model (`openai:<model>@<url>`) costs its table price per 1M input and output
 tokens; one the table lacks costs "unknown". The budget is checked before every batch the runner sends: spent

@@ -7,10 +7,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from longctx_eval.cost import Budget
 from longctx_eval.errors import ConfigError
 from longctx_eval.metrics.composite import CompositeConfig
 from longctx_eval.metrics.effective_length import EffectiveLengthConfig
+from longctx_eval.run.cost import Budget
 from longctx_eval.task import TaskInfo
 
 

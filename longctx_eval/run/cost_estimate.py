@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from longctx_eval.cost import PER_TOKENS, Price, served_model
 from longctx_eval.errors import ConfigError
+from longctx_eval.run.cost import PER_TOKENS, Price, served_model
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ def gpu_hour_estimate(usd_per_hour: float, throughput_from: Path | None, model: 
             "--gpu-hour-price needs --throughput-from RUN_DIR|run.json|load.json: the measured tokens/s of the "
             "served model that the hourly price is divided by"
         )
-    from longctx_eval.dry_run import measured_throughput
+    from longctx_eval.run.dry_run import measured_throughput
 
     measured = measured_model(throughput_from)
     if measured != model:

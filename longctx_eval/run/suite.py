@@ -10,10 +10,10 @@ from pathlib import Path
 
 from longctx_eval.errors import ConfigError, did_you_mean
 from longctx_eval.registry import Registry
-from longctx_eval.run_config import TaskPlan, check_limit
+from longctx_eval.run.config import TaskPlan, check_limit
 from longctx_eval.task import TaskInfo
 
-SUITES = Path(__file__).resolve().parent / "suites"
+SUITES = Path(__file__).resolve().parents[1] / "suites"
 TASK_KEYS = frozenset({"lengths", "limit", "args"})
 
 

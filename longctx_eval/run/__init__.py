@@ -1,0 +1,1 @@
+"""longctx_eval/run: see docs/architecture.md."""
