@@ -265,7 +265,7 @@ def _samples_of(entries: Sequence[RunResult], runs: Sequence[tuple[Path, RunResu
     """Per model and board the per-sample scores of the shown result, from an input run folder (RUN/run.json
     beside scores/) whose run holds that very result; nothing for results only in run copies."""
     from longctx_eval.leaderboard_render import task_names, task_of
-    from longctx_eval.paired_scores import sample_scores
+    from longctx_eval.scoring.paired_scores import sample_scores
 
     out: dict[str, dict[str, dict]] = {}
     boards = task_names(entries)

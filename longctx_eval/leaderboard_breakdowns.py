@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from longctx_eval.metrics.slicing import ValueKey, value_key
-from longctx_eval.result_text import (
+from longctx_eval.results import ContrastResult, EffectiveLength, SliceValue, TaskResult
+from longctx_eval.scoring.labels import (
     DASH,
     format_cell,
     format_difference,
@@ -14,7 +14,7 @@ from longctx_eval.result_text import (
     md_escape,
     value_text,
 )
-from longctx_eval.results import ContrastResult, EffectiveLength, SliceValue, TaskResult
+from longctx_eval.scoring.slicing import ValueKey, value_key
 
 Board = Sequence[tuple[str, TaskResult]]
 """A task's rows, best first: (model name, its result)."""

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from longctx_eval.result_text import DASH, length_label, md_escape
 from longctx_eval.results import MetricResult, TaskResult
+from longctx_eval.scoring.labels import DASH, length_label, md_escape
 
 Board = Sequence[tuple[str, TaskResult]]
 """A task's rows, best first: (model name, its result)."""

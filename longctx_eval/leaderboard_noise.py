@@ -25,8 +25,8 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from longctx_eval.result_text import DASH
 from longctx_eval.results import MetricResult, TaskResult
+from longctx_eval.scoring.labels import DASH
 
 Z95 = 1.959964
 """The two-sided 95% normal quantile."""

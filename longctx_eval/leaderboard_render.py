@@ -21,8 +21,6 @@ from longctx_eval.leaderboard_details import detail_section
 from longctx_eval.leaderboard_noise import FLOOR_LEGEND, floor_cells, resolution_cells, unit_metric
 from longctx_eval.leaderboard_serving import serving_sections
 from longctx_eval.leaderboard_significance import Samples, leader_lines
-from longctx_eval.result_text import DASH, format_cell, length_label
-from longctx_eval.result_text import md_escape as _escape
 from longctx_eval.results import (
     Coverage,
     MetricResult,
@@ -33,6 +31,8 @@ from longctx_eval.results import (
     strata_coverage,
     task_failed,
 )
+from longctx_eval.scoring.labels import DASH, format_cell, length_label
+from longctx_eval.scoring.labels import md_escape as _escape
 
 if TYPE_CHECKING:
     from longctx_eval.leaderboard_merge import MergeNote

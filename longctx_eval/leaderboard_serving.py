@@ -1,16 +1,16 @@
 """LEADERBOARD.md's serving tables of a task: what served models report (run.json `serving` and `composite`).
 
 Per served model: requests (ok, failed, retries), first-token (TTFT) and end-to-end latency P50/P95, aggregate
-output tokens/s and the per-request P50 (metrics/latency.py), and the composite score with each component, its
-raw input and the weights (metrics/composite.py), so nobody has to trust the weights.
+output tokens/s and the per-request P50 (scoring/latency.py), and the composite score with each component, its
+raw input and the weights (scoring/composite.py), so nobody has to trust the weights.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from longctx_eval.result_text import DASH, md_escape
 from longctx_eval.results import LatencyStats, TaskResult
+from longctx_eval.scoring.labels import DASH, md_escape
 
 Board = Sequence[tuple[str, TaskResult]]
 """A task's rows in table order: (model name, its result)."""

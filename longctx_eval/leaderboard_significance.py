@@ -3,7 +3,7 @@
 The leader and runner-up are the board's first two ranked models. Their per-sample scores (from input run
 folders: `scores/`, `samples/`) are joined by id and design (`paired_scores.join`: another context, question or
 gold under one id is refused), kept to the lengths the board ranks on when it names them, and tested with
-`metrics/paired_tests.py` (McNemar's exact test for 0/1 scores, else the sign-flip permutation test): ahead when
+`scoring/paired_tests.py` (McNemar's exact test for 0/1 scores, else the sign-flip permutation test): ahead when
 the leader's mean is higher on those pairs and p < 0.05. One test per task, not corrected across tasks (use
 `longctx-eval compare` for Holm across cells). Boards built from run copies alone have no per-sample scores:
 then the line says the question is not testable, never guesses.
@@ -14,11 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from longctx_eval.metrics.paired_tests import MCNEMAR
-from longctx_eval.paired_scores import PairKey, SampleScore, join, paired_differences
-from longctx_eval.result_text import length_label
-from longctx_eval.result_text import md_escape as _escape
 from longctx_eval.results import RunResult
+from longctx_eval.scoring.labels import length_label
+from longctx_eval.scoring.labels import md_escape as _escape
+from longctx_eval.scoring.paired_scores import PairKey, SampleScore, join, paired_differences
+from longctx_eval.scoring.paired_tests import MCNEMAR
 
 ALPHA = 0.05
 Samples = Mapping[str, Mapping[str, Mapping[PairKey, SampleScore]]]

@@ -41,9 +41,9 @@ from longctx_eval.leaderboard_render import (
 )
 from longctx_eval.leaderboard_serving import serving_sections
 from longctx_eval.leaderboard_significance import leader_test
-from longctx_eval.paired_scores import PairedDifference, PairKey, SampleScore, paired_differences
-from longctx_eval.result_text import DASH, length_label
 from longctx_eval.results import Coverage, LatencyStats, RunResult, TaskResult, strata_coverage, task_failed
+from longctx_eval.scoring.labels import DASH, length_label
+from longctx_eval.scoring.paired_scores import PairedDifference, PairKey, SampleScore, paired_differences
 
 ASSETS = ("site.css", "site.js")
 """The site's static files, shipped beside this module as leaderboard_site.css / leaderboard_site.js."""

@@ -23,10 +23,10 @@ from longctx_eval.leaderboard_render import (
     task_names,
     task_of,
 )
-from longctx_eval.metrics.slicing import ValueKey, value_key
 from longctx_eval.plots import plot_filename, wrapped, write_png
-from longctx_eval.result_text import length_label, value_text
 from longctx_eval.results import CurveResult, MetricResult, ModelMeta, RunResult, SliceValue, TaskResult
+from longctx_eval.scoring.labels import length_label, value_text
+from longctx_eval.scoring.slicing import ValueKey, value_key
 
 Board = list[tuple[str, TaskResult]]
 MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")

@@ -35,10 +35,25 @@ MOVED: dict[str, str] = {
     "longctx_eval.cost_estimate": "longctx_eval.run.cost_estimate",
     "longctx_eval.discovery": "longctx_eval.run.discovery",
     "longctx_eval.validate_task": "longctx_eval.run.validate_task",
+    "longctx_eval.result_text": "longctx_eval.scoring.labels",
+    "longctx_eval.metrics.metric_rows": "longctx_eval.scoring.rows",
+    "longctx_eval.metrics.slicing": "longctx_eval.scoring.slicing",
+    "longctx_eval.metrics.curve_points": "longctx_eval.scoring.curves",
+    "longctx_eval.metrics.contrast_values": "longctx_eval.scoring.contrasts",
+    "longctx_eval.metrics.effective_length": "longctx_eval.scoring.effective_length",
+    "longctx_eval.metrics.composite": "longctx_eval.scoring.composite",
+    "longctx_eval.metrics.latency": "longctx_eval.scoring.latency",
+    "longctx_eval.metrics.timing": "longctx_eval.scoring.timing",
+    "longctx_eval.metrics.resample": "longctx_eval.scoring.resample",
+    "longctx_eval.metrics.paired_tests": "longctx_eval.scoring.paired_tests",
+    "longctx_eval.paired_scores": "longctx_eval.scoring.paired_scores",
+    "longctx_eval.run_comparison": "longctx_eval.scoring.comparison",
 }  # end of MOVED
 
 # Old modules whose name is now a package: the package forwards the old module's attributes.
-FORWARDED: dict[str, str] = {}
+FORWARDED: dict[str, str] = {
+    "longctx_eval.scoring": "longctx_eval.scoring.score",
+}  # end of FORWARDED
 
 
 def _warn(old: str, new: str) -> None:

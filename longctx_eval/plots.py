@@ -33,8 +33,8 @@ from longctx_eval.leaderboard_render import (
     task_names,
     task_of,
 )
-from longctx_eval.result_text import format_number, length_label
 from longctx_eval.results import RunResult, TaskResult
+from longctx_eval.scoring.labels import format_number, length_label
 
 CMAP = "viridis"
 DPI = 120

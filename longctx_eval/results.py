@@ -205,7 +205,7 @@ class CompositeScore(_Strict):
 
 
 class LatencyStats(_Strict):
-    """Percentiles of one latency (seconds) or speed over a task's served requests (metrics/latency.py)."""
+    """Percentiles of one latency (seconds) or speed over a task's served requests (scoring/latency.py)."""
 
     n: int = Field(ge=1)
     mean: float

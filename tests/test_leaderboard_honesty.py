@@ -23,8 +23,6 @@ from longctx_eval.leaderboard_noise import (
 )
 from longctx_eval.leaderboard_render import ranking
 from longctx_eval.line_plots import curve_figure, slice_figure
-from longctx_eval.metrics.composite import composite_score
-from longctx_eval.metrics.latency import serving_section
 from longctx_eval.plots import panel_axes, task_figure
 from longctx_eval.results import (
     ContrastResult,
@@ -39,6 +37,8 @@ from longctx_eval.results import (
     Throughput,
     write_run,
 )
+from longctx_eval.scoring.composite import composite_score
+from longctx_eval.scoring.latency import serving_section
 from tests.test_leaderboard import NOW, make_run, section
 
 STARTED = "2025-05-01T00:00:00+00:00"

@@ -150,10 +150,10 @@ def test_model_page_shows_serving_figures() -> None:
     """A served task's latency percentiles, throughput, retries and failures on its model page.
 
     The committed runs hold no served model, so the serving section is computed by the real summary
-    (`metrics/latency.py`) from request records written here (what a served run's predictions carry)."""
+    (`scoring/latency.py`) from request records written here (what a served run's predictions carry)."""
     from longctx_eval.leaderboard_site import Links, model_page
-    from longctx_eval.metrics.latency import serving_section
     from longctx_eval.results import ServingStats
+    from longctx_eval.scoring.latency import serving_section
 
     records = [
         {

@@ -12,7 +12,7 @@ from longctx_eval import Hit, Prediction
 from longctx_eval.cli import main
 from longctx_eval.run.discovery import discover
 from longctx_eval.run.sampling import dataset_hash
-from longctx_eval.scoring import score_one
+from longctx_eval.scoring.score import score_one
 
 VARIANTS = ("needle", "needle_multikey", "needle_multivalue", "needle_multiquery", "needle_lowlex")
 LENGTHS = [512, 1024]

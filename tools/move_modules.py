@@ -108,23 +108,35 @@ def _patterns(moves: dict[str, str]) -> tuple[re.Pattern[str], dict[str, str]]:
 
 def rewrite(text: str, moves: dict[str, str], is_python: bool) -> str:
     """Every reference to a moved module in one file's text."""
-    if is_python:
-        text = _rewrite_from_imports(text, moves)
     pattern, table = _patterns(moves)
-    return pattern.sub(lambda m: table[m.group(1)], text)
+    text = pattern.sub(lambda m: table[m.group(1)], text)  # first: the from-import rewrite writes new names
+    return _rewrite_from_imports(text, moves) if is_python else text
 
 
 def _record(moves: dict[str, str], root: Path) -> None:
-    """Append the moves to each package's old-paths table (between the MOVED braces)."""
+    """Append the moves to each package's old-paths table: MOVED, or FORWARDED for an old module whose name
+    is now a package (whose __init__.py then forwards the old attributes)."""
     for package, rel in TABLES.items():
         mine = {o: n for o, n in moves.items() if o.split(".")[0] == package}
         if not mine:
             continue
         path = root / rel
         text = path.read_text()
-        entries = "".join(f'    "{o}": "{n}",\n' for o, n in mine.items())
-        head, marker, tail = text.partition("}  # end of MOVED")
-        path.write_text(head + entries + marker + tail)
+        for table, pairs in (
+            ("MOVED", {o: n for o, n in mine.items() if not n.startswith(o + ".")}),
+            ("FORWARDED", {o: n for o, n in mine.items() if n.startswith(o + ".")}),
+        ):
+            entries = "".join(f'    "{o}": "{n}",\n' for o, n in pairs.items())
+            head, marker, tail = text.partition(f"}}  # end of {table}")
+            text = head + entries + marker + tail
+        path.write_text(text)
+        for old, new in mine.items():
+            if new.startswith(old + "."):
+                init = root / old.replace(".", "/") / "__init__.py"
+                init.write_text(
+                    init.read_text() + "\nfrom longctx_eval.old_paths import forward\n\n"
+                    f"__getattr__ = forward(__name__)  # the old {old} module's names, one release\n"
+                )
 
 
 def main(argv: list[str]) -> int:

@@ -24,7 +24,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def cmd_score(args: argparse.Namespace) -> int:
     """Rescore under the folder's lock; 2 when a task could not be rescored (its earlier result, if any, is kept)."""
     from longctx_eval.run_folder.lock import RunLock
-    from longctx_eval.scoring import print_summary, score_run_dir
+    from longctx_eval.scoring.score import print_summary, score_run_dir
 
     effective = effective_config(args)
     with RunLock(args.run_dir):

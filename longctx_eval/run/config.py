@@ -8,9 +8,9 @@ from pathlib import Path
 from typing import Any
 
 from longctx_eval.errors import ConfigError
-from longctx_eval.metrics.composite import CompositeConfig
-from longctx_eval.metrics.effective_length import EffectiveLengthConfig
 from longctx_eval.run.cost import Budget
+from longctx_eval.scoring.composite import CompositeConfig
+from longctx_eval.scoring.effective_length import EffectiveLengthConfig
 from longctx_eval.task import TaskInfo
 
 

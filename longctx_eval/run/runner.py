@@ -34,7 +34,7 @@ from longctx_eval.run_folder.naming import check_same_identity, check_same_model
 from longctx_eval.run_folder.paths import inside
 from longctx_eval.run_folder.predictions import PredictionStore, prediction_key, prediction_to_record
 from longctx_eval.sample import Prediction, Request, Sample
-from longctx_eval.scoring import print_summary, score_run_dir
+from longctx_eval.scoring.score import print_summary, score_run_dir
 from longctx_eval.task import Task, TaskInfo
 
 

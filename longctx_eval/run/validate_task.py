@@ -20,7 +20,7 @@ from longctx_eval.models.loader import load_tokenizer_of
 from longctx_eval.models.spec import ModelSpec
 from longctx_eval.run.sampling import build_samples, dataset_hash
 from longctx_eval.sample import Prediction, Sample
-from longctx_eval.scoring import score_one
+from longctx_eval.scoring.score import score_one
 from longctx_eval.task import Task, TaskInfo
 
 

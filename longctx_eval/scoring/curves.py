@@ -8,9 +8,9 @@ import numpy as np
 
 from longctx_eval.metrics.bootstrap import N_RESAMPLES
 from longctx_eval.metrics.curves import Curve
-from longctx_eval.metrics.resample import column_means_ci
-from longctx_eval.metrics.slicing import Scored, evaluated, length_of
 from longctx_eval.results import CurvePoint, CurveResult
+from longctx_eval.scoring.resample import column_means_ci
+from longctx_eval.scoring.slicing import Scored, evaluated, length_of
 
 
 def curve_results(scored: Scored, curves: Sequence[Curve], n_resamples: int = N_RESAMPLES) -> list[CurveResult]:

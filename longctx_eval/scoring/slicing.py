@@ -7,9 +7,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from longctx_eval.metrics.aggregate import Metric
-from longctx_eval.metrics.metric_rows import metric_row
 from longctx_eval.results import MetricResult, SliceValue
 from longctx_eval.sample import Sample, Score
+from longctx_eval.scoring.rows import metric_row
 
 Scored = Sequence[tuple[Sample, Score]]
 ValueKey = tuple[int, Any]

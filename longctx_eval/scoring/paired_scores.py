@@ -5,7 +5,7 @@ A pair is the same sample id with the same design: the same context (the sha256 
 haystack, and the same id under another task version or arguments may ask something else: such ids are
 refused, never paired, and counted by reason (`join`). The difference A - B of a score field is averaged per
 length and pooled, with a seeded 95% percentile bootstrap over the pairs (`metrics/bootstrap.py`) and a
-paired test (`metrics/paired_tests.py`: McNemar's exact test for 0/1 scores, else a sign-flip permutation
+paired test (`scoring/paired_tests.py`: McNemar's exact test for 0/1 scores, else a sign-flip permutation
 test); `significant` when the interval excludes 0.
 """
 
@@ -22,9 +22,9 @@ import numpy as np
 
 from longctx_eval.metrics.aggregate import column_mean
 from longctx_eval.metrics.bootstrap import bootstrap_ci
-from longctx_eval.metrics.paired_tests import paired_test
 from longctx_eval.run_folder.paths import inside
 from longctx_eval.run_folder.score_lines import scores_path
+from longctx_eval.scoring.paired_tests import paired_test
 
 PairKey = tuple[str, str]
 """(sample id, sha256 of its context)."""

@@ -161,7 +161,7 @@ def minilm() -> Embed:
 
 def serving_inputs(serving: object, latency: str) -> tuple[float, float] | None:
     """(aggregate output tokens/s, P95 of the chosen latency in seconds) from a task's run-file `serving` section
-    (metrics/latency.py: throughput.output_tokens_per_s, ttft_s.p95, e2e_s.p95); None when it lacks either."""
+    (scoring/latency.py: throughput.output_tokens_per_s, ttft_s.p95, e2e_s.p95); None when it lacks either."""
     if serving is None:
         return None
     data = serving.model_dump() if hasattr(serving, "model_dump") else serving

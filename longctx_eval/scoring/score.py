@@ -20,16 +20,7 @@ import numpy as np
 from longctx_eval.errors import LongctxError, RunFileError
 from longctx_eval.hashing import sha256_json, sha256_text
 from longctx_eval.metrics.aggregate import Metric, rate
-from longctx_eval.metrics.composite import CompositeConfig, with_composite
-from longctx_eval.metrics.contrast_values import contrast_results
-from longctx_eval.metrics.curve_points import curve_results
-from longctx_eval.metrics.effective_length import EffectiveLengthConfig, effective_lengths
-from longctx_eval.metrics.latency import serving_section
-from longctx_eval.metrics.metric_rows import metric_row
-from longctx_eval.metrics.slicing import evaluated, length_of, slice_rows
-from longctx_eval.metrics.timing import timing_fields
 from longctx_eval.progress import console
-from longctx_eval.result_text import contrast_sentence, effective_sentence
 from longctx_eval.results import (
     Coverage,
     EffectiveLength,
@@ -49,6 +40,15 @@ from longctx_eval.run_folder.manifest import Manifest, TaskEntry, read_manifest
 from longctx_eval.run_folder.predictions import PredictionStore, combine_parts, record_to_prediction
 from longctx_eval.run_folder.score_lines import score_record, scores_path, write_scores
 from longctx_eval.sample import Prediction, Sample, Score
+from longctx_eval.scoring.composite import CompositeConfig, with_composite
+from longctx_eval.scoring.contrasts import contrast_results
+from longctx_eval.scoring.curves import curve_results
+from longctx_eval.scoring.effective_length import EffectiveLengthConfig, effective_lengths
+from longctx_eval.scoring.labels import contrast_sentence, effective_sentence
+from longctx_eval.scoring.latency import serving_section
+from longctx_eval.scoring.rows import metric_row
+from longctx_eval.scoring.slicing import evaluated, length_of, slice_rows
+from longctx_eval.scoring.timing import timing_fields
 from longctx_eval.task import Task, TaskInfo
 
 STANDARD_METRICS = (rate("over_length"), rate("error"))

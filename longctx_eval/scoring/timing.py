@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from longctx_eval.metrics.latency import percentiles
+from longctx_eval.scoring.latency import percentiles
 
 
 def timing_fields(records: Iterable[Mapping[str, Any]]) -> dict[str, Any]:

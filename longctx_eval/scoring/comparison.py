@@ -2,7 +2,7 @@
 
 Per task both runs ran, on its primary metric: the samples are joined by id and design (`paired_scores.join`:
 another context or another question/gold under the same id is refused and counted), and per length and pooled
-the mean difference A - B gets a paired 95% bootstrap interval and a paired test (`metrics/paired_tests.py`).
+the mean difference A - B gets a paired 95% bootstrap interval and a paired test (`scoring/paired_tests.py`).
 Holm's correction runs across every row tested (each task's lengths, and its pooled row when it pools two
 lengths or more; a one-length task's pooled row is that length's cell, not tested twice).
 """
@@ -17,11 +17,11 @@ from typing import Any
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.metrics.bootstrap import N_RESAMPLES
-from longctx_eval.metrics.paired_tests import N_FLIPS, TESTS, holm
-from longctx_eval.paired_scores import Join, PairedDifference, join, paired_differences, sample_scores
-from longctx_eval.result_text import length_label
 from longctx_eval.results import RunResult, TaskResult, read_run
 from longctx_eval.run_folder.score_lines import scores_path
+from longctx_eval.scoring.labels import length_label
+from longctx_eval.scoring.paired_scores import Join, PairedDifference, join, paired_differences, sample_scores
+from longctx_eval.scoring.paired_tests import N_FLIPS, TESTS, holm
 
 ALPHA = 0.05
 """Significant: Holm-adjusted p below this."""
