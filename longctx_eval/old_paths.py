@@ -48,11 +48,22 @@ MOVED: dict[str, str] = {
     "longctx_eval.metrics.paired_tests": "longctx_eval.scoring.paired_tests",
     "longctx_eval.paired_scores": "longctx_eval.scoring.paired_scores",
     "longctx_eval.run_comparison": "longctx_eval.scoring.comparison",
+    "longctx_eval.leaderboard_merge": "longctx_eval.leaderboard.merge",
+    "longctx_eval.leaderboard_render": "longctx_eval.leaderboard.markdown",
+    "longctx_eval.leaderboard_breakdowns": "longctx_eval.leaderboard.breakdowns",
+    "longctx_eval.leaderboard_details": "longctx_eval.leaderboard.details",
+    "longctx_eval.leaderboard_noise": "longctx_eval.leaderboard.noise",
+    "longctx_eval.leaderboard_serving": "longctx_eval.leaderboard.serving",
+    "longctx_eval.leaderboard_significance": "longctx_eval.leaderboard.significance",
+    "longctx_eval.leaderboard_site": "longctx_eval.leaderboard.site",
+    "longctx_eval.plots": "longctx_eval.leaderboard.heatmaps",
+    "longctx_eval.line_plots": "longctx_eval.leaderboard.line_plots",
 }  # end of MOVED
 
 # Old modules whose name is now a package: the package forwards the old module's attributes.
 FORWARDED: dict[str, str] = {
     "longctx_eval.scoring": "longctx_eval.scoring.score",
+    "longctx_eval.leaderboard": "longctx_eval.leaderboard.build",
 }  # end of FORWARDED
 
 

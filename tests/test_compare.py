@@ -155,7 +155,7 @@ def test_run_folder_without_per_sample_scores(runs: Path, tmp_path: Path, capsys
 def test_leaderboard_says_whether_the_leader_is_significantly_ahead(runs: Path, tmp_path: Path) -> None:
     """From run folders: the retrieval board's leader (the oracle) against the runner-up (bm25), paired on
     every shared sample, with the p-value recomputed here; from run copies alone: not testable."""
-    from longctx_eval.leaderboard import update_leaderboard
+    from longctx_eval.leaderboard.build import update_leaderboard
 
     inputs = [runs / "bm25", runs / "oracle"]
     update_leaderboard(inputs, tmp_path / "board", site=tmp_path / "site")
@@ -181,7 +181,7 @@ def test_leaderboard_says_whether_the_leader_is_significantly_ahead(runs: Path, 
 def test_leader_test_refuses_other_designs(runs: Path) -> None:
     """bm25 against its copy whose 8K samples name other haystacks: at 8K nothing is testable, at 2K the 29
     pairs of one design are (the reworded question refused)."""
-    from longctx_eval.leaderboard_significance import leader_test
+    from longctx_eval.leaderboard.significance import leader_test
     from longctx_eval.results import read_run
     from longctx_eval.scoring.paired_scores import sample_scores
 

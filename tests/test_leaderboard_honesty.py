@@ -13,17 +13,17 @@ from pathlib import Path
 import pytest
 
 from longctx_eval.cli import main
-from longctx_eval.leaderboard import update_leaderboard
-from longctx_eval.leaderboard_noise import (
+from longctx_eval.leaderboard.build import update_leaderboard
+from longctx_eval.leaderboard.grid import ranking
+from longctx_eval.leaderboard.heatmaps import panel_axes, task_figure
+from longctx_eval.leaderboard.line_plots import curve_figure, slice_figure
+from longctx_eval.leaderboard.noise import (
     CHUNK_TOKENS,
     CHUNKED_TASKS,
     KEYED_NEEDLES,
     random_chunk_bound,
     resolvable_difference,
 )
-from longctx_eval.leaderboard_render import ranking
-from longctx_eval.line_plots import curve_figure, slice_figure
-from longctx_eval.plots import panel_axes, task_figure
 from longctx_eval.results import (
     ContrastResult,
     Coverage,

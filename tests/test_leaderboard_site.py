@@ -14,11 +14,11 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from longctx_eval.leaderboard import find_run_files, update_leaderboard
-from longctx_eval.leaderboard_merge import merge_board
-from longctx_eval.leaderboard_render import task_names
-from longctx_eval.leaderboard_site import SiteInput, write_site
-from longctx_eval.plots import plot_filename
+from longctx_eval.leaderboard.build import find_run_files, update_leaderboard
+from longctx_eval.leaderboard.grid import task_names
+from longctx_eval.leaderboard.heatmaps import plot_filename
+from longctx_eval.leaderboard.merge import merge_board
+from longctx_eval.leaderboard.site import SiteInput, write_site
 from longctx_eval.results import read_run
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -151,7 +151,7 @@ def test_model_page_shows_serving_figures() -> None:
 
     The committed runs hold no served model, so the serving section is computed by the real summary
     (`scoring/latency.py`) from request records written here (what a served run's predictions carry)."""
-    from longctx_eval.leaderboard_site import Links, model_page
+    from longctx_eval.leaderboard.site import Links, model_page
     from longctx_eval.results import ServingStats
     from longctx_eval.scoring.latency import serving_section
 

@@ -239,7 +239,7 @@ def plot_probe(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from longctx_eval.line_plots import style
+    from longctx_eval.leaderboard.line_plots import style
 
     ensure_dir(out_dir)
     written = []

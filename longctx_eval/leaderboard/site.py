@@ -18,35 +18,30 @@ from html import escape
 from pathlib import Path
 
 from longctx_eval.atomic_io import atomic_write_bytes, atomic_write_text
-from longctx_eval.leaderboard_breakdowns import DEFAULT_MIN_N, contrast_section, effective_note, slice_sections
-from longctx_eval.leaderboard_details import detail_section
-from longctx_eval.leaderboard_merge import MergeNote
-from longctx_eval.leaderboard_noise import FLOOR_LEGEND
-from longctx_eval.leaderboard_render import (
+from longctx_eval.leaderboard.breakdowns import DEFAULT_MIN_N, contrast_section, effective_note, slice_sections
+from longctx_eval.leaderboard.details import detail_section
+from longctx_eval.leaderboard.grid import cell, primary_metric, ranking, ranking_rule, task_names, task_of
+from longctx_eval.leaderboard.markdown import (
     MERGE_RULE,
     BoardRow,
     board_of,
     board_view,
-    cell,
     cell_legend,
     context_window_text,
     failed_cell,
     format_params,
     format_state,
-    primary_metric,
-    ranking,
-    ranking_rule,
-    task_names,
-    task_of,
 )
-from longctx_eval.leaderboard_serving import serving_sections
-from longctx_eval.leaderboard_significance import leader_test
+from longctx_eval.leaderboard.merge import MergeNote
+from longctx_eval.leaderboard.noise import FLOOR_LEGEND
+from longctx_eval.leaderboard.serving import serving_sections
+from longctx_eval.leaderboard.significance import leader_test
 from longctx_eval.results import Coverage, LatencyStats, RunResult, TaskResult, strata_coverage, task_failed
 from longctx_eval.scoring.labels import DASH, length_label
 from longctx_eval.scoring.paired_scores import PairedDifference, PairKey, SampleScore, paired_differences
 
 ASSETS = ("site.css", "site.js")
-"""The site's static files, shipped beside this module as leaderboard_site.css / leaderboard_site.js."""
+"""The site's static files, shipped beside this module as site.css / site.js."""
 INDEX = "index.html"
 
 
@@ -74,7 +69,7 @@ def write_site(site: SiteInput, out: Path) -> list[Path]:
     model_pages = unique_pages("model", [e.model.name for e in site.entries])
     written: list[Path] = []
     for asset in ASSETS:
-        source = Path(__file__).with_name("leaderboard_site." + asset.rsplit(".", 1)[1])
+        source = Path(__file__).with_name("site." + asset.rsplit(".", 1)[1])
         written.append(_write(out / asset, source.read_bytes()))
     plot_links: dict[str, list[str]] = {}
     for task, paths in site.plots.items():

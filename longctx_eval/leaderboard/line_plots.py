@@ -15,15 +15,9 @@ import numpy as np
 from matplotlib import colormaps
 from matplotlib.figure import Figure
 
-from longctx_eval.leaderboard_render import (
-    DEFAULT_MIN_N,
-    pooled_lengths_of,
-    primary_metric,
-    ranked,
-    task_names,
-    task_of,
-)
-from longctx_eval.plots import plot_filename, wrapped, write_png
+from longctx_eval.leaderboard.grid import pooled_lengths_of, primary_metric, ranked, task_names, task_of
+from longctx_eval.leaderboard.heatmaps import plot_filename, wrapped, write_png
+from longctx_eval.leaderboard.markdown import DEFAULT_MIN_N
 from longctx_eval.results import CurveResult, MetricResult, ModelMeta, RunResult, SliceValue, TaskResult
 from longctx_eval.scoring.labels import length_label, value_text
 from longctx_eval.scoring.slicing import ValueKey, value_key

@@ -15,11 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from longctx_eval.atomic_io import atomic_write_bytes, atomic_write_text
 from longctx_eval.errors import ConfigError, RunFileError
-from longctx_eval.leaderboard_merge import MergeNote, check_times, merge_board, parse_time
-from longctx_eval.leaderboard_merge import merge_runs as merge_runs  # re-exported
-from longctx_eval.leaderboard_render import DEFAULT_MIN_N, render_markdown
-from longctx_eval.line_plots import write_line_plots
-from longctx_eval.plots import remove_stale_plots, write_task_plots
+from longctx_eval.leaderboard.heatmaps import remove_stale_plots, write_task_plots
+from longctx_eval.leaderboard.line_plots import write_line_plots
+from longctx_eval.leaderboard.markdown import DEFAULT_MIN_N, render_markdown
+from longctx_eval.leaderboard.merge import MergeNote, check_times, merge_board, parse_time
+from longctx_eval.leaderboard.merge import merge_runs as merge_runs  # re-exported
 from longctx_eval.results import RunResult, json_schema, non_finite_path, one_line, read_run
 
 LEADERBOARD_FILE = "leaderboard.json"
@@ -174,7 +174,7 @@ def update_leaderboard(
     min_n: int = DEFAULT_MIN_N,
 ) -> LeaderboardReport:
     """Merge valid run files into `out_dir` (leaderboard.json, runs/, plots/, LEADERBOARD.md); with `site`,
-    also write the static website there (`leaderboard_site.py`). Cells with fewer than `min_n` samples are
+    also write the static website there (`leaderboard/site.py`). Cells with fewer than `min_n` samples are
     marked low n and never ranked on.
 
     The merge reads the existing board's entries, every run copy already in `out_dir`/runs and the inputs,
@@ -242,7 +242,7 @@ def update_leaderboard(
     atomic_write_text(markdown_path, render_markdown(entries, updated, links, run_links, notes, unread, min_n, samples))
     report.written.append(markdown_path)
     if site is not None:
-        from longctx_eval.leaderboard_site import SiteInput, write_site
+        from longctx_eval.leaderboard.site import SiteInput, write_site
 
         shown = SiteInput(
             samples=samples,
@@ -264,7 +264,7 @@ def update_leaderboard(
 def _samples_of(entries: Sequence[RunResult], runs: Sequence[tuple[Path, RunResult]]) -> dict[str, dict[str, dict]]:
     """Per model and board the per-sample scores of the shown result, from an input run folder (RUN/run.json
     beside scores/) whose run holds that very result; nothing for results only in run copies."""
-    from longctx_eval.leaderboard_render import task_names, task_of
+    from longctx_eval.leaderboard.markdown import task_names, task_of
     from longctx_eval.scoring.paired_scores import sample_scores
 
     out: dict[str, dict[str, dict]] = {}

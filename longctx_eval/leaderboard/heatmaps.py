@@ -20,8 +20,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
 from longctx_eval.atomic_io import atomic_write_bytes
-from longctx_eval.leaderboard_render import (
-    DEFAULT_MIN_N,
+from longctx_eval.leaderboard.grid import (
     Cell,
     cell,
     depths,
@@ -33,6 +32,7 @@ from longctx_eval.leaderboard_render import (
     task_names,
     task_of,
 )
+from longctx_eval.leaderboard.markdown import DEFAULT_MIN_N
 from longctx_eval.results import RunResult, TaskResult
 from longctx_eval.scoring.labels import format_number, length_label
 
