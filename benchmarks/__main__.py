@@ -325,7 +325,7 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
         lines += [
             "## Building at full length\n",
             "Each step in a fresh process. `assemble`: `data_builders.assemble` to exactly the document length. "
-            "`needle dataset`: `data_builders.export.build_dataset('needle', ...)` (what `longctx-eval build` "
+            "`needle dataset`: `data_builders.dataset.export.build_dataset('needle', ...)` (what `longctx-eval build` "
             "runs): one shared haystack document plus one sample row per depth, parquet and card; then one "
             "sample's context is materialized, chunked and indexed, and its needle looked up through the index.\n",
         ]

@@ -64,7 +64,7 @@ def log(message: str) -> None:
 
 
 def depth_grid(depths: int) -> list[float]:
-    from data_builders.needle_grid import depth_grid as grid
+    from data_builders.needle.grid import depth_grid as grid
 
     return grid(depths)
 

@@ -2,8 +2,8 @@
 
 One table maps an old dotted name to its new one; a meta-path finder answers an import of an old name with
 the new module itself (so `isinstance` checks, monkeypatching and module state stay shared). An old module
-whose name is now a package (`longctx_eval.scoring`) forwards its old attributes through `forward`, the
-package's lazy `__getattr__`. `data_builders` installs its own table the same way.
+whose name is now a package (`longctx_eval.scoring`, once scoring.py) forwards that module's names through
+`forward`, the package's lazy `__getattr__`. `data_builders` installs its own table the same way.
 """
 
 from __future__ import annotations
@@ -60,12 +60,6 @@ MOVED: dict[str, str] = {
     "longctx_eval.line_plots": "longctx_eval.leaderboard.line_plots",
 }  # end of MOVED
 
-# Old modules whose name is now a package: the package forwards the old module's attributes.
-FORWARDED: dict[str, str] = {
-    "longctx_eval.scoring": "longctx_eval.scoring.score",
-    "longctx_eval.leaderboard": "longctx_eval.leaderboard.build",
-}  # end of FORWARDED
-
 
 def _warn(old: str, new: str) -> None:
     warnings.warn(f"{old} moved to {new}; the old path goes in the next release", DeprecationWarning, stacklevel=3)
@@ -109,12 +103,11 @@ def install(table: Mapping[str, str]) -> None:
         sys.meta_path.insert(0, OldPathFinder(table))
 
 
-def forward(package: str) -> Callable[[str], Any]:
-    """A package's `__getattr__` serving the attributes of the old module that had the package's name."""
+def forward(package: str, target: str) -> Callable[[str], Any]:
+    """A package's `__getattr__` serving the names of the old module that had the package's name (now `target`)."""
 
     def __getattr__(name: str) -> Any:
-        target = FORWARDED.get(package)
-        if target is None or name.startswith("__"):
+        if name.startswith("__"):
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         module = importlib.import_module(target)
         if not hasattr(module, name):

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from data_builders import get_source
-from data_builders.cross_paragraph_grid import (
+from data_builders.cross_paragraph.grid import (
     DISTANCE_LADDER,
     RETRIEVAL_PRIMARY_K,
     cross_cells,

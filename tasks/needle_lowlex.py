@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from data_builders.needle_lowlex import lowlex_cells
+from data_builders.needle.lowlex import lowlex_cells
 from data_builders.prompt_budget import PROMPT_RESERVE
 from longctx_eval import Task, Tokenizer, any_of, between, task
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from data_builders.needle_multikey import multikey_cells
+from data_builders.needle.multikey import multikey_cells
 from data_builders.prompt_budget import PROMPT_RESERVE
 from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, between, contains_answer, rate, task
 

@@ -11,11 +11,11 @@ import datasets
 import pytest
 
 from data_builders import get_source
-from data_builders.builders import BuildConfig
-from data_builders.cross_paragraph_builder import ROW_FEATURES
-from data_builders.cross_paragraph_facts import RELATIONS, Fact, check_unambiguous, make_chain, resolve
-from data_builders.cross_paragraph_grid import MAX_NEW_TOKENS, PROMPT_TEMPLATE, cross_cells, distances_for, row_sample
-from data_builders.export import build_dataset
+from data_builders.cross_paragraph.builder import ROW_FEATURES
+from data_builders.cross_paragraph.facts import RELATIONS, Fact, check_unambiguous, make_chain, resolve
+from data_builders.cross_paragraph.grid import MAX_NEW_TOKENS, PROMPT_TEMPLATE, cross_cells, distances_for, row_sample
+from data_builders.dataset.export import build_dataset
+from data_builders.dataset.registry import BuildConfig
 from longctx_eval.assets import load_tokenizer
 from longctx_eval.cli import main
 from longctx_eval.errors import ConfigError, DataError

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from data_builders import get_source
-from data_builders.retrieval_docs import RETRIEVAL, build_retrieval_doc
+from data_builders.retrieval.docs import RETRIEVAL, build_retrieval_doc
 from longctx_eval.cli import main
 from longctx_eval.models.bm25 import BM25Indexer
 from longctx_eval.models.chunk_retriever import layout_problem

@@ -296,7 +296,7 @@ def test_the_checker_finds_every_kind_of_back_edge(tmp_path):
             "longctx_eval/__init__.py": "",
             "longctx_eval/a.py": "def f():\n    from data_builders import x\n",
             "longctx_eval/b.py": "import importlib\nimportlib.import_module('tasks.needle')\n",
-            "longctx_eval/c.py": "R = Registry('k', modules=('data_builders.builders',))\n"
+            "longctx_eval/c.py": "R = Registry('k', modules=('data_builders.dataset.registry',))\n"
             "R.register('n', 'tasks.x:f')\n",
             "longctx_eval/d.py": "from . import e\nfrom .models import spec\nimport numpy\n",
             "data_builders/__init__.py": "from longctx_eval import a\n",
@@ -309,7 +309,7 @@ def test_the_checker_finds_every_kind_of_back_edge(tmp_path):
     assert back == [
         "longctx_eval/a.py:2: data_builders (import): longctx_eval may not import data_builders",
         "longctx_eval/b.py:2: tasks.needle (import_module): longctx_eval may not import tasks",
-        "longctx_eval/c.py:1: data_builders.builders (registry): longctx_eval may not import data_builders",
+        "longctx_eval/c.py:1: data_builders.dataset.registry (registry): longctx_eval may not import data_builders",
         "longctx_eval/c.py:2: tasks.x (registry): longctx_eval may not import tasks",
         "data_builders/m.py:1: tasks._coref (import): data_builders may not import tasks",
         "tasks/needle.py:3: relative import climbs above its top-level package",

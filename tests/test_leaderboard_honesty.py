@@ -213,7 +213,10 @@ def test_noise_floor_and_resolvable_difference_rows(tmp_path: Path) -> None:
 
 
 def test_noise_floor_constants_match_the_task_designs() -> None:
-    from data_builders import cross_paragraph_grid, needle_grid, needle_multikey, retrieval_docs
+    from data_builders.cross_paragraph import grid as cross_paragraph_grid
+    from data_builders.needle import grid as needle_grid
+    from data_builders.needle import multikey as needle_multikey
+    from data_builders.retrieval import docs as retrieval_docs
 
     for params in (needle_grid.RETRIEVAL, cross_paragraph_grid.RETRIEVAL, retrieval_docs.RETRIEVAL):
         assert params.chunk_tokens == CHUNK_TOKENS

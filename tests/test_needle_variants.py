@@ -170,7 +170,7 @@ def test_multiquery_sends_one_request_per_question_on_one_context(built):
 
 
 def test_lowlex_questions_share_no_content_word_with_their_needle(built):
-    from data_builders.lexical_overlap import shared_content_words
+    from data_builders.needle.lexical_overlap import shared_content_words
 
     task, samples = built["needle_lowlex"]
     for s in samples:

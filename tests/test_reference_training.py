@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 import torch
 
-from data_builders.posprobe_language import ToyCodec, ToyLanguage, build_passkey
-from data_builders.posprobe_training import MIN_LENGTH, training_batch
+from data_builders.posprobe.language import ToyCodec, ToyLanguage, build_passkey
+from data_builders.posprobe.training import MIN_LENGTH, training_batch
 from longctx_eval.errors import ConfigError
 from longctx_eval.models import learned_position as lp
 from longctx_eval.models.references import REFERENCE_ROOT

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from data_builders import get_source
-from data_builders.retrieval_docs import RETRIEVAL, build_retrieval_doc
+from data_builders.retrieval.docs import RETRIEVAL, build_retrieval_doc
 from longctx_eval.assets import MINILM_SHA256
 from longctx_eval.errors import ConfigError
 from longctx_eval.metrics.retrieval import covering_ranks

@@ -45,8 +45,12 @@ def _tracked(root: Path) -> list[Path]:
 def _move(moves: dict[str, str], root: Path) -> None:
     for old, new in moves.items():
         src, dst = _path(old, root), root / (new.replace(".", "/") + ".py")
+        if src.name == "__init__.py":  # a package moves as its __init__.py; its other modules are listed too
+            dst = root / new.replace(".", "/") / "__init__.py"
+        if dst.exists() and not src.exists():  # moved by an earlier, interrupted run
+            continue
         dst.parent.mkdir(parents=True, exist_ok=True)
-        package = dst.parent
+        package = dst.parent.parent if dst.name == "__init__.py" else dst.parent
         while package != root and not (package / "__init__.py").exists():
             init = package / "__init__.py"
             init.write_text(f'"""{package.relative_to(root).as_posix()}: see docs/architecture.md."""\n')
@@ -114,28 +118,24 @@ def rewrite(text: str, moves: dict[str, str], is_python: bool) -> str:
 
 
 def _record(moves: dict[str, str], root: Path) -> None:
-    """Append the moves to each package's old-paths table: MOVED, or FORWARDED for an old module whose name
-    is now a package (whose __init__.py then forwards the old attributes)."""
+    """Append the moves to each package's old-paths table, except an old module whose name is now a package:
+    that package's __init__.py forwards the old module's names instead."""
     for package, rel in TABLES.items():
         mine = {o: n for o, n in moves.items() if o.split(".")[0] == package}
         if not mine:
             continue
         path = root / rel
         text = path.read_text()
-        for table, pairs in (
-            ("MOVED", {o: n for o, n in mine.items() if not n.startswith(o + ".")}),
-            ("FORWARDED", {o: n for o, n in mine.items() if n.startswith(o + ".")}),
-        ):
-            entries = "".join(f'    "{o}": "{n}",\n' for o, n in pairs.items())
-            head, marker, tail = text.partition(f"}}  # end of {table}")
-            text = head + entries + marker + tail
-        path.write_text(text)
+        pairs = {o: n for o, n in mine.items() if not n.startswith(o + ".")}
+        entries = "".join(f'    "{o}": "{n}",\n' for o, n in pairs.items())
+        head, marker, tail = text.partition("}  # end of MOVED")
+        path.write_text(head + entries + marker + tail)
         for old, new in mine.items():
             if new.startswith(old + "."):
                 init = root / old.replace(".", "/") / "__init__.py"
                 init.write_text(
                     init.read_text() + "\nfrom longctx_eval.old_paths import forward\n\n"
-                    f"__getattr__ = forward(__name__)  # the old {old} module's names, one release\n"
+                    f'__getattr__ = forward(__name__, "{new}")  # the names of the old {old} module, one release\n'
                 )
 
 

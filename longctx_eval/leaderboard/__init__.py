@@ -1,5 +1,7 @@
-"""longctx_eval/leaderboard: see docs/architecture.md."""
+"""The leaderboard: merged run files as leaderboard.json, LEADERBOARD.md, plots and a site (docs/architecture.md)."""
 
 from longctx_eval.old_paths import forward
 
-__getattr__ = forward(__name__)  # the old longctx_eval.leaderboard module's names, one release
+__getattr__ = forward(
+    __name__, "longctx_eval.leaderboard.build"
+)  # the names of the old longctx_eval.leaderboard module, one release

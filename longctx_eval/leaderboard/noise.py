@@ -52,7 +52,7 @@ CONTAINMENT_TASKS = frozenset(
 """Generation tasks scored by containment of a random value in the reply: an empty answer scores 0."""
 CONTAINMENT_METRICS = frozenset({"score", "exact", "all_found"})
 KEYED_NEEDLES = {"needle_multikey": 4}
-"""Tasks that plant look-alike keys: the target plus its distractors (data_builders.needle_multikey.DISTRACTORS)."""
+"""Tasks that plant look-alike keys: the target plus its distractors (data_builders.needle.multikey.DISTRACTORS)."""
 RANKED_METRIC = re.compile(r"^(?:recall|all_facts|fact_recall)@(\d+)$")
 
 FLOOR_LEGEND = (

@@ -1,1 +1,1 @@
-"""longctx_eval/run: see docs/architecture.md."""
+"""The run: config and suites, task discovery, sampling, the runner, dry runs, cost and validate-task."""

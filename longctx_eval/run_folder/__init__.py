@@ -1,1 +1,1 @@
-"""longctx_eval/run_folder: see docs/architecture.md."""
+"""The run folder on disk: its name, lock, safe paths, manifest, predictions.jsonl and scores/ lines."""

@@ -2,4 +2,6 @@
 
 from longctx_eval.old_paths import forward
 
-__getattr__ = forward(__name__)  # the old longctx_eval.scoring module's names, one release
+__getattr__ = forward(
+    __name__, "longctx_eval.scoring.score"
+)  # the names of the old longctx_eval.scoring module, one release
