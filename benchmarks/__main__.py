@@ -29,12 +29,13 @@ PARTS = (
     "posprobe",
     "peer_ruler",
     "retrieval_scale",
+    "embedding_reuse",
     "gpu_check",
     "vllm",
 )
 
 
-CORPUS_FREE = {"gpu_check", "vllm"}
+CORPUS_FREE = {"gpu_check", "embedding_reuse", "vllm"}
 """Parts that need neither the benchmark document nor the GPT-2 tokenizer (`--parts gpu_check` fetches nothing)."""
 
 
@@ -60,6 +61,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--build-backends", default="tiktoken,hf", help="GPT-2 backends to build with: tiktoken,hf")
     p.add_argument("--ruler-lengths", default="1024,2048,4096", help="peer_ruler: lengths, comma-separated")
     p.add_argument("--ruler-samples", type=int, default=4, help="peer_ruler: samples per length, each tool")
+    p.add_argument("--reuse-length", type=int, default=131_072, help="embedding_reuse: haystack MiniLM tokens")
+    p.add_argument("--reuse-samples", type=int, default=100, help="embedding_reuse: needle samples on it")
     p.add_argument("--vllm-lengths", default="1024,2048", help="vllm: needle lengths, comma-separated")
     p.add_argument("--vllm-depths", type=int, default=5, help="vllm: needle depths per haystack")
     p.add_argument("--vllm-haystacks", type=int, default=1, help="vllm: haystacks (repetitions) per length")
@@ -274,6 +277,8 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
     c, env = meta["corpus"], meta["environment"]
     if c is None:  # only corpus-free parts were ever run here
         lines = ["# Benchmark results (`make bench`)\n", *_gpu_lines(parts.get("gpu_check", {}), meta["out_dir"])]
+        if "embedding_reuse" in parts:
+            lines += _reuse_lines(parts["embedding_reuse"], meta["out_dir"])
         if "vllm" in parts:
             lines += _vllm_lines(parts["vllm"])
         return "\n".join(lines)
@@ -385,11 +390,50 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
             "cache. `first query s` includes indexing; `peak RSS`: the process's VmHWM (docs/retrieval.md).\n",
             retrieval_scale_table(rs),
         ]
+    if "embedding_reuse" in parts:
+        lines += _reuse_lines(parts["embedding_reuse"], meta.get("out_dir", REPO / "benchmarks" / "results"))
     if "gpu_check" in parts:
         lines += _gpu_lines(parts["gpu_check"], meta.get("out_dir", REPO / "benchmarks" / "results"))
     if "vllm" in parts:
         lines += _vllm_lines(parts["vllm"])
     return "\n".join(lines)
+
+
+def _reuse_lines(result: dict[str, Any], out: Path) -> list[str]:
+    from benchmarks.embedding_reuse import table
+
+    lines = [
+        "## Embedding reuse across needle samples (MiniLM)\n",
+        "`python -m benchmarks.embedding_reuse`: one `austen` haystack, 100 needle samples on it (the needle "
+        "builder's insertion, every sample exactly the length), served by `minilm` and `minilm?chunking=resync` in "
+        "a fresh process each with an empty cache. `ratio`: the 100 samples' seconds over the first sample's (a "
+        "full pass: chunk, embed every chunk, query); without the chunk-vector cache every sample is a full pass. "
+        "`== without cache`: the middle and last samples served again with a fresh memory-only cache give identical "
+        "hits (spans and float scores; at 1M: random chunk vectors of the last sample, encoded again, equal the "
+        "cached ones bit for bit). Second table: chunks of each sample that are no chunk of the bare haystack "
+        "(docs/architecture.md, chunking).\n",
+    ]
+
+    def block(r: dict[str, Any]) -> list[str]:
+        head = f"{r.get('length', 0):,} tokens, load average {r.get('load_average_at_start')} at the start:\n"
+        return [head, table(r)] if "error" not in r.get("build", {}) else [f"Not measured: {r['build']['error']}\n"]
+
+    lines += block(result)
+    earlier = result.get("earlier_run_with_hits_check")
+    if earlier:
+        same = []
+        for spec, r in earlier["runs"].items():
+            verdict = "identical" if all(e["hits_equal"] for e in r["exact"].values()) else "**different**"
+            same.append(f"`{spec}` samples {', '.join(r['exact'])}: {verdict}")
+        lines.append(
+            f"Hits served again without any cache ({earlier['note']}; load {earlier['load_average_at_start']}): "
+            + "; ".join(same)
+            + ".\n"
+        )
+    long = out / "embedding_reuse-1048576.json"
+    if long.is_file():
+        lines += block(json.loads(long.read_text()).get("embedding_reuse", {}))
+    return lines
 
 
 def _shown(path: Path) -> str:
@@ -439,6 +483,10 @@ def main(argv: list[str] | None = None) -> int:
         from benchmarks.retrieval_scale import run_retrieval_scale
 
         parts["retrieval_scale"] = run_retrieval_scale()
+    if "embedding_reuse" in wanted:
+        from benchmarks.embedding_reuse import run_embedding_reuse
+
+        parts["embedding_reuse"] = run_embedding_reuse(args.reuse_length, args.reuse_samples)
     if "gpu_check" in wanted:
         parts["gpu_check"] = run_gpu_check()
     if "vllm" in wanted:
@@ -455,9 +503,14 @@ def main(argv: list[str] | None = None) -> int:
             parts.pop("vllm")
     meta["seconds"] = round(time.perf_counter() - started, 1)
     meta["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    from benchmarks.embedding_reuse import result_name
+
+    files = {name: f"{name}.json" for name in PARTS} | {"embedding_reuse": result_name(args.reuse_length)}
     for name, data in parts.items():
-        write(args.out, f"{name}.json", json.dumps({**meta, name: data}, indent=1) + "\n")
+        write(args.out, files[name], json.dumps({**meta, name: data}, indent=1) + "\n")
     shown = dict(parts)
+    if files["embedding_reuse"] != "embedding_reuse.json":  # another length: its own file; the README shows the
+        shown.pop("embedding_reuse", None)  # committed default-length table (and the 1M one, `_reuse_lines`)
     for name in PARTS:  # parts not run this time keep their last committed results in the README
         if name not in shown and (args.out / f"{name}.json").is_file():
             shown[name] = json.loads((args.out / f"{name}.json").read_text()).get(name, {})

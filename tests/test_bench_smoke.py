@@ -142,3 +142,18 @@ def test_vllm_part_without_its_venv_says_so_and_keeps_the_committed_results(tmp_
     (kept / "vllm.json").write_text(json.dumps(committed))
     assert main(["--parts", "vllm", "--out", str(kept)]) == 0
     assert json.loads((kept / "vllm.json").read_text()) == committed
+
+
+def test_embedding_reuse_part_runs_small_and_is_exact(tmp_path: Path) -> None:
+    """The part on a 2,048-token haystack and 3 samples: later samples reuse vectors, hits equal a no-cache run."""
+    from benchmarks.__main__ import main
+
+    args = ["--parts", "embedding_reuse", "--reuse-length", "2048", "--reuse-samples", "3", "--out", str(tmp_path)]
+    assert main(args) == 0
+    result = json.loads((tmp_path / "embedding_reuse-2048.json").read_text())["embedding_reuse"]
+    for spec in ("minilm", "minilm?chunking=resync"):
+        run = result["runs"][spec]
+        assert "error" not in run, run
+        assert run["chunks_looked_up"] > 0 and run["chunks_embedded"] < 3 * run["chunks_per_sample"]
+        assert all(e["hits_equal"] for e in run["exact"].values()) and len(run["exact"]) == 2
+    assert not (tmp_path / "embedding_reuse.json").exists()  # another length never replaces the default's file

@@ -156,6 +156,8 @@ def test_a_task_failing_on_every_request_shows_failed_with_its_reason(tmp_path, 
     assert task_failed(task) and task.errors == 4 and task.warnings == []
     assert not [r for r in task.results if r.metric == "score"]
     assert all(c.evaluated == 0 and c.failed == 2 for c in task.coverage)
+    assert main(["score", str(out / "oracle"), *plugins]) == EXIT_TASK_FAILED  # rescoring says so too
+    assert "flaky: failed: RuntimeError: out of memory" in " ".join(capsys.readouterr().err.split())
     update_leaderboard([out], tmp_path / "board")
     page = (tmp_path / "board" / "LEADERBOARD.md").read_text()
     assert "| **oracle** | failed: RuntimeError: out of memory at 128 tokens (2); " in page

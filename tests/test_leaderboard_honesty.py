@@ -22,6 +22,7 @@ from longctx_eval.leaderboard.noise import (
     CHUNKED_TASKS,
     KEYED_NEEDLES,
     random_chunk_bound,
+    resolution_cells,
     resolvable_difference,
 )
 from longctx_eval.results import (
@@ -38,6 +39,7 @@ from longctx_eval.results import (
     write_run,
 )
 from longctx_eval.scoring.composite import composite_score
+from longctx_eval.scoring.labels import DASH
 from longctx_eval.scoring.latency import serving_section
 from tests.test_leaderboard import NOW, make_run, section
 
@@ -225,6 +227,14 @@ def test_noise_floor_constants_match_the_task_designs() -> None:
     assert random_chunk_bound(5, 32768) == 5 / 256 and random_chunk_bound(10, 100) == 1.0
     assert resolvable_difference(100, 100) == pytest.approx(0.1386, abs=1e-4)
     assert resolvable_difference(500, 500) == pytest.approx(0.0620, abs=1e-4)
+    # a half-width of 1 or more resolves nothing on a 0-1 score: "none", never "1.39 (n=1)"
+    assert resolution_cells([[1], [2, 5], [3], [4], []]) == [
+        "none (n=1)",
+        "0.98 (n=2)",
+        "0.80 (n=3)",
+        "0.69 (n=4)",
+        DASH,
+    ]
 
 
 # --- served models and the Models table ---------------------------------------------------------------------
@@ -335,6 +345,18 @@ def test_similarity_decay_gets_a_panel_per_score_scale_and_lines_stay_visible() 
     lines = fig.axes[0].get_lines()
     assert len({(line.get_marker(), line.get_linestyle()) for line in lines}) == len(lines) == 4
     assert not fig.axes[0].get_legend() and fig.legends  # the legend sits outside the panel
+
+
+def test_a_pooled_curve_stops_where_its_population_would_change() -> None:
+    # pooled over 8K (~80 chunks) and 32K: past rank 3 here only the longer length's samples carry a point
+    points = [CurvePoint(x=k, value=1 / k, n=40 if k <= 3 else 20, ci95=(0.5 / k, 1.0)) for k in range(1, 7)]
+    curve = CurveResult(name="similarity_decay", length=None, x_label="rank k", y_label="mean score", points=points)
+    task = _task("retrieval", {8192: (0.8, 40)}, capability="retrieve", metric="recall@5", curves=[curve])
+    fig = curve_figure("retrieval", "similarity_decay", [_run("minilm", [task], kind="retriever")])
+    assert fig is not None
+    (line,) = fig.axes[0].get_lines()
+    assert list(line.get_xdata()) == [1, 2, 3]
+    assert "only where every pooled sample has a value" in fig._suptitle.get_text().replace("\n", " ")
 
 
 def test_slices_are_points_not_lines_and_one_category_is_not_plotted() -> None:

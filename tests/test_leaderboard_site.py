@@ -20,6 +20,8 @@ from longctx_eval.leaderboard.heatmaps import plot_filename
 from longctx_eval.leaderboard.merge import merge_board
 from longctx_eval.leaderboard.site import SiteInput, write_site
 from longctx_eval.results import read_run
+from longctx_eval.scoring.comparison import p_text
+from longctx_eval.scoring.paired_tests import MCNEMAR, mcnemar_exact
 
 ROOT = Path(__file__).resolve().parents[1]
 BOARD = ROOT / "leaderboards"
@@ -111,6 +113,11 @@ def test_comparison_pages_pair_only_the_same_haystacks(compare_site: Path) -> No
     expected = sum(v - 1.0 for v in bm25.values()) / len(bm25)
     assert rows["all"][4].startswith(f"{expected:+.3f} [")
     assert rows["all"][7] == str(sum(v < 1.0 for v in bm25.values()))  # the oracle better where bm25 missed
+    # the paired test and Holm's correction across the page's cells, as `longctx-eval compare` prints them
+    missed = sum(v < 1.0 for v in bm25.values())
+    assert rows["all"][8] == MCNEMAR and rows["all"][9] == p_text(mcnemar_exact(0, missed))
+    assert float(rows["all"][10]) >= float(rows["all"][9])
+    assert rows["all"][5] == ("yes" if float(rows["all"][10]) < 0.05 else "no")
     moved = {r[0]: r for r in _rows((site / "compare-bm25--bm25-moved.html").read_text())}
     assert set(moved) == {"2K", "all"} and moved["all"][1] == "9" and moved["all"][4].startswith("+0.000 [")
     index = (site / "index.html").read_text()

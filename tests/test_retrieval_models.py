@@ -127,13 +127,13 @@ def test_rerank_options_parse_on_every_retriever_kind_and_unknown_ones_fail():
 
 
 class CountingDense(DenseIndexer):
-    """The real MiniLM indexer, counting how often it embeds a document."""
+    """The real MiniLM indexer, counting the chunks it encodes."""
 
-    builds = 0
+    encoded = 0
 
-    def build(self, texts):
-        CountingDense.builds += 1
-        return super().build(texts)
+    def embed(self, texts):
+        CountingDense.encoded += len(texts)
+        return super().embed(texts)
 
 
 def test_index_cache_embeds_once_per_document(doc, minilm, tmp_path, minilm_tokenizer):
@@ -144,15 +144,20 @@ def test_index_cache_embeds_once_per_document(doc, minilm, tmp_path, minilm_toke
     try:
         reqs = _requests(doc)
         first = minilm.retrieve(reqs)
-        assert CountingDense.builds == 1
+        n_chunks = first[0].data["chunks"]
+        assert CountingDense.encoded == n_chunks
         assert [p.data["index_cache"] for p in first] == ["built"] + ["memory"] * (len(reqs) - 1)
-        assert len(list((tmp_path / "index").glob("*/*.npz"))) == 2  # chunk spans and embeddings
+        assert first[0].data["embeddings"] == {"embedded": n_chunks, "memory": 0, "disk": 0}
+        # On disk: the chunk spans (the document's matrix is assembled from the chunk vectors, kept once) ...
+        assert len(list((tmp_path / "index").glob("*/*.npz"))) == 1
+        assert len(list((tmp_path / "index" / "embeddings").glob("*/*.npz"))) == 1  # ... and one pack of vectors
         cache.forget_memory()  # as a second process would start
         again = minilm.retrieve(reqs[:2])
-        assert CountingDense.builds == 1 and again[0].data["index_cache"] == "disk"
-        assert [p.hits for p in again] == [p.hits for p in first[:2]]  # same ranking from the cached index
+        assert CountingDense.encoded == n_chunks and again[0].data["index_cache"] == "disk"
+        assert again[0].data["embeddings"] == {"embedded": 0, "memory": 0, "disk": n_chunks}
+        assert [p.hits for p in again] == [p.hits for p in first[:2]]  # same ranking from the cached vectors
         other = build_retrieval_doc(get_source("synthetic"), minilm_tokenizer, 1024, 1, 5, topics=1)
         minilm.retrieve([Request("x", "q", other.context, "bell", retrieval=RETRIEVAL)])
-        assert CountingDense.builds == 2  # another document is embedded
+        assert CountingDense.encoded > n_chunks  # another document's chunks are embedded
     finally:
         minilm.indexers = (base,)

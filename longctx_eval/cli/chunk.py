@@ -75,6 +75,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     chunk.add_argument("--semantic", action="store_true", help="also cut at topic shifts (packaged MiniLM)")
     chunk.add_argument("--breakpoint-percentile", type=float, default=95.0, help="semantic: cut above this")
     chunk.add_argument("--language", default="english", help="Punkt sentence model (default english)")
+    chunk.add_argument(
+        "--resync",
+        action="store_true",
+        help="boundaries that fall back into step after an insertion (content-chosen sync sentences)",
+    )
+    chunk.add_argument(
+        "--sync-tokens", type=int, default=None, help="--resync: mean tokens between sync sentences (8 budgets)"
+    )
     chunk.add_argument("--out", type=Path, default=None, help="write here (atomically) instead of stdout")
     chunk.set_defaults(func=cmd_chunk)
 
@@ -96,6 +104,8 @@ def cmd_chunk(args: argparse.Namespace) -> int:
         semantic=args.semantic,
         breakpoint_percentile=args.breakpoint_percentile,
         language=args.language,
+        resync=args.resync,
+        sync_tokens=args.sync_tokens,
     )
     tokenizer = load_tokenizer(args.tokenizer)
     chunks = iter_chunks(text, tokenizer, config, embed=semantic_embedder() if args.semantic else None)

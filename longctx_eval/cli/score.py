@@ -8,6 +8,7 @@ from pathlib import Path
 from longctx_eval.cli import add_include_path
 from longctx_eval.cli.composite_flags import add_composite_flags, composite_config
 from longctx_eval.cli.effective_flags import add_effective_flags, effective_config
+from longctx_eval.cli.run import EXIT_TASK_FAILED
 from longctx_eval.progress import console
 
 
@@ -22,7 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_score(args: argparse.Namespace) -> int:
-    """Rescore under the folder's lock; 2 when a task could not be rescored (its earlier result, if any, is kept)."""
+    """Rescore under the folder's lock; 2 when a task could not be rescored (its earlier result, if any, is kept),
+    4 when a task's every request failed (as `run` exits), naming it."""
+    from longctx_eval.results import failure_summary, task_failed
     from longctx_eval.run_folder.lock import RunLock
     from longctx_eval.scoring.score import print_summary, score_run_dir
 
@@ -34,4 +37,9 @@ def cmd_score(args: argparse.Namespace) -> int:
         )
     console.print(f"wrote {args.run_dir / 'run.json'}", highlight=False)
     print_summary(report)
-    return 2 if report.errors else 0
+    if report.errors:
+        return 2
+    failed = [t for t in report.run.tasks if task_failed(t)]
+    for task in failed:
+        console.print(f"[red]{task.name}: failed[/red]: {failure_summary(task.failures)}", highlight=False)
+    return EXIT_TASK_FAILED if failed else 0

@@ -1,6 +1,7 @@
 """PNG line plots of the leaderboard: a task's curves (Recall@K, similarity decay) and its metric per slice value.
 
-One line per system, all lengths pooled, with its 95% interval (a band for curves, error bars for slices).
+One line per system, all lengths pooled, with its 95% interval (a band for curves, error bars for slices); a
+pooled curve is drawn only where all its samples carry a point, so its population never changes along it.
 Files sit next to the task's heatmap as 'TASK.CURVE.png' and 'TASK.by-KEY.png' (task names hold no '.').
 """
 
@@ -18,7 +19,7 @@ from matplotlib.figure import Figure
 from longctx_eval.leaderboard.grid import pooled_lengths_of, primary_metric, ranked, task_names, task_of
 from longctx_eval.leaderboard.heatmaps import plot_filename, wrapped, write_png
 from longctx_eval.leaderboard.markdown import DEFAULT_MIN_N
-from longctx_eval.results import CurveResult, MetricResult, ModelMeta, RunResult, SliceValue, TaskResult
+from longctx_eval.results import CurvePoint, CurveResult, MetricResult, ModelMeta, RunResult, SliceValue, TaskResult
 from longctx_eval.scoring.labels import length_label, value_text
 from longctx_eval.scoring.slicing import ValueKey, value_key
 
@@ -83,6 +84,15 @@ def curve_names(board: Board) -> list[str]:
     return list(dict.fromkeys(c.name for _, r in board for c in r.curves if c.length is None))
 
 
+def full_population(curve: CurveResult) -> list[CurvePoint]:
+    """The curve's points carried by all of its samples: a pooled curve whose shorter lengths run out of chunks
+    past some rank (8K: ~80) would otherwise change population there and jump."""
+    if not curve.points:
+        return []
+    full = max(p.n for p in curve.points)
+    return [p for p in curve.points if p.n == full]
+
+
 def _legend_below(fig: Figure, handles: list, labels: list[str]) -> None:
     """One legend under the panels, outside every axis, so no line is hidden behind it."""
     ncols = 2 if len(labels) > 3 else max(1, len(labels))
@@ -99,7 +109,7 @@ def curve_figure(task: str, name: str, entries: Sequence[RunResult], min_n: int 
     found: list[tuple[int, str, str, CurveResult]] = []
     for i, (label, (model, result)) in enumerate(zip(_labels(board), board, strict=True)):
         curve = next((c for c in result.curves if c.name == name and c.length is None), None)
-        if curve is not None and curve.points:
+        if curve is not None and full_population(curve):
             scale = score_scale(meta[model]) if name in SYSTEM_SCALE_CURVES and model in meta else ""
             found.append((i, label, scale, curve))
     if not found:
@@ -114,14 +124,16 @@ def curve_figure(task: str, name: str, entries: Sequence[RunResult], min_n: int 
     for ax in axes[len(scales) :]:
         ax.remove()
     handles, labels = [], []
+    cut = any(len(full_population(c)) < len(c.points) for *_, c in found)
     for ax, scale in zip(axes, scales, strict=False):
         unit = True
         mine = [f for f in found if f[2] == scale]
         for k, (i, label, _, curve) in enumerate(mine):
-            x = np.array([p.x for p in curve.points])
-            y = np.array([p.value for p in curve.points])
-            lo = np.array([p.ci95[0] for p in curve.points])
-            hi = np.array([p.ci95[1] for p in curve.points])
+            points = full_population(curve)
+            x = np.array([p.x for p in points])
+            y = np.array([p.value for p in points])
+            lo = np.array([p.ci95[0] for p in points])
+            hi = np.array([p.ci95[1] for p in points])
             unit = unit and bool(lo.min() >= 0.0 and hi.max() <= 1.0)
             every = max(1, len(x) // 10)
             s = style(i)
@@ -139,6 +151,8 @@ def curve_figure(task: str, name: str, entries: Sequence[RunResult], min_n: int 
     title = f"{task}: {first.y_label} vs {first.x_label} (all lengths pooled, 95% band)"
     if len(scales) > 1:
         title += "; one panel per score scale"
+    if cut:
+        title += f"; {first.x_label} only where every pooled sample has a value (fewer at shorter lengths)"
     fig.suptitle(wrapped(title, width_in, 10), fontsize=10)
     _legend_below(fig, handles, labels)
     return fig

@@ -66,7 +66,8 @@ FLOOR_LEGEND = (
     "difference**: 1.96 x sqrt(0.25/n + 0.25/n) at the column's smallest n, the half-width of the 95% interval "
     "of the difference of two independent cells of n samples at the widest case (a 0-1 score's per-sample "
     "variance is at most 0.25, a rate at p = 0.5): cells closer than this cannot be told apart (n=30: 0.25, "
-    "n=100: 0.14, n=500: 0.06); a paired comparison of the same samples can resolve less."
+    'n=100: 0.14, n=500: 0.06; "none" at n=1, where it exceeds 1); a paired comparison of the same samples can '
+    "resolve less."
 )
 """What the noise-floor and resolvable-difference rows of a task table mean (LEADERBOARD.md and the site)."""
 
@@ -139,7 +140,8 @@ def unit_metric(board: Sequence[TaskResult], metric: str) -> bool:
 
 
 def resolution_cells(column_ns: Sequence[Sequence[int]]) -> list[str]:
-    """The resolvable-difference row: per column '0.28 (n=24)' at the column's smallest n, a dash without cells."""
+    """The resolvable-difference row: per column '0.28 (n=24)' at the column's smallest n, a dash without cells;
+    'none (n=1)' where the half-width reaches 1 (no difference of a 0-1 score can be told from noise)."""
     out = []
     for ns in column_ns:
         usable = [n for n in ns if n > 0]
@@ -147,5 +149,6 @@ def resolution_cells(column_ns: Sequence[Sequence[int]]) -> list[str]:
             out.append(DASH)
             continue
         n = min(usable)
-        out.append(f"{resolvable_difference(n, n):.2f} (n={n})")
+        width = resolvable_difference(n, n)
+        out.append(f"none (n={n})" if width >= 1 else f"{width:.2f} (n={n})")
     return out

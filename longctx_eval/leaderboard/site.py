@@ -37,6 +37,7 @@ from longctx_eval.leaderboard.noise import FLOOR_LEGEND
 from longctx_eval.leaderboard.serving import serving_sections
 from longctx_eval.leaderboard.significance import leader_test
 from longctx_eval.results import Coverage, LatencyStats, RunResult, TaskResult, strata_coverage, task_failed
+from longctx_eval.scoring.comparison import holm_rows, is_significant, p_text
 from longctx_eval.scoring.labels import DASH, length_label
 from longctx_eval.scoring.paired_scores import PairedDifference, PairKey, SampleScore, paired_differences
 
@@ -329,9 +330,14 @@ def compare_page(a: str, b: str, boards: Comparison, links: Links) -> str:
         f"<p>Paired differences ({escape(a)} minus {escape(b)}) of each task's primary score, over the samples "
         "both models scored with the same context (same sample id and the same haystack: a sample built in "
         "another tokenizer is never paired). Interval: 95% percentile bootstrap over the pairs (2000 resamples, "
-        "seeded); <strong>significant</strong> when it excludes 0. Better: samples where one scored higher.</p>",
+        "seeded). p: the paired test's two-sided p-value (McNemar's exact test for 0/1 scores, a sign-flip "
+        "permutation test otherwise); Holm p: adjusted by Holm's correction across every cell of this page "
+        "(a one-length task's pooled row repeats its cell); <strong>significant</strong> when Holm p &lt; 0.05, "
+        "as `longctx-eval compare` decides. Better: samples where one scored higher.</p>",
     ]
     head = ["length", "pairs", f"{a}", f"{b}", "difference", "significant", f"{a} better", f"{b} better"]
+    head += ["test", "p", "Holm p"]
+    adjusted = dict(zip(boards, holm_rows([diffs for _, diffs in boards.values()]), strict=True))
     for board, (metric, diffs) in boards.items():
         link = f'<a href="{links.tasks[board]}">{escape(board)}</a>' if board in links.tasks else escape(board)
         parts.append(f"<h2>{link}</h2><p>Score: <code>{escape(metric)}</code>.</p>")
@@ -342,11 +348,14 @@ def compare_page(a: str, b: str, boards: Comparison, links: Links) -> str:
                 (f"{d.mean_a:.3f}", d.mean_a),
                 (f"{d.mean_b:.3f}", d.mean_b),
                 (f"{d.difference:+.3f} [{d.ci95[0]:+.3f}, {d.ci95[1]:+.3f}]", d.difference),
-                ("yes" if d.significant else "no", int(d.significant)),
+                ("yes" if is_significant(holm_p) else "no", int(is_significant(holm_p))),
                 (str(d.a_better), d.a_better),
                 (str(d.b_better), d.b_better),
+                (escape(d.test), d.test),
+                (p_text(d.p_value), d.p_value),
+                (p_text(holm_p), holm_p),
             ]
-            for d in diffs
+            for d, holm_p in zip(diffs, adjusted[board], strict=True)
         ]
         parts.append(_table(head, rows, "compare"))
     return page(f"{a} vs {b} · longctx-eval", "\n".join(parts))

@@ -103,6 +103,7 @@ class BM25Retriever(ChunkRetriever):
         o = spec.options
         self.k1 = o.k1
         self.b = o.b
+        self.chunking = o.chunking
         self.indexers = (BM25Indexer(o.k1, o.b),)
         if o.rerank:
             self.reranker = load_reranker(o.rerank, device=o.device, batch_size=64, shared={})

@@ -5,6 +5,13 @@ the chunk spans and every index are cached by content hash (`index_cache`), in m
 disk, so several queries on one document, and a second run over it, reuse them. An optional second-stage
 `Reranker` reorders the top `rerank_depth` chunks. Each prediction's `data` says where the index came from
 (`index_cache`: memory, disk or built) and how long indexing and reranking took.
+
+An indexer that embeds (dense) also looks each chunk's vector up in the index cache's chunk-vector cache
+(`embedding_cache.py`): documents that share chunks, such as one haystack with a needle at many depths, embed
+only the chunks they do not share; `data.embeddings` counts the chunks embedded and looked up. Chunk
+boundaries follow the retriever's `chunking` rule: `greedy` (the default) or `resync` (content-chosen sync
+sentences, so an insertion changes only the chunks around it; `text/chunking.py`), part of the model's
+settings and so of its identity when not the default.
 """
 
 from __future__ import annotations
@@ -12,7 +19,6 @@ from __future__ import annotations
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import asdict
 from typing import Any, Protocol
 
 import numpy as np
@@ -20,10 +26,12 @@ import numpy as np
 from longctx_eval.capability import Capability
 from longctx_eval.hashing import sha256_json, sha256_text
 from longctx_eval.models.base import ModelAdapter
+from longctx_eval.models.embedding_cache import Reuse
 from longctx_eval.models.index_cache import Arrays, IndexCache, Status, shared_cache
 from longctx_eval.results import ModelMeta
 from longctx_eval.sample import Hit, Prediction, Request
 from longctx_eval.text.chunking import ChunkConfig, chunk_document
+from longctx_eval.text.pieces import token_count
 from longctx_eval.text.tokenizer import Tokenizer
 
 _COUNTS_KEPT = 16
@@ -84,6 +92,8 @@ class ChunkRetriever(ModelAdapter):
     indexers: tuple[Indexer, ...] = ()
     reranker: Reranker | None = None
     rerank_depth: int = 20
+    chunking: str = "greedy"
+    """The chunk boundary rule: `greedy` or `resync` (`ChunkConfig.resync`)."""
     cache: IndexCache | None = None
     """The index cache; None = the process-wide `shared_cache()` for the current settings."""
 
@@ -107,16 +117,19 @@ class ChunkRetriever(ModelAdapter):
         counts = self._counts
         key = sha256_text(request.context)
         if key not in counts:
-            counts[key] = self.tokenizer.count(request.context)
+            counts[key] = token_count(self.tokenizer, request.context)  # paragraph memo: text/pieces.py
             while len(counts) > _COUNTS_KEPT:
                 counts.popitem(last=False)
         return counts[key]
 
     def retrieval_settings(self) -> dict[str, Any]:
-        """The reranker's part of the model settings (empty without one), for `model_meta(settings=...)`."""
-        if self.reranker is None:
-            return {}
-        return {"rerank": self.reranker.name, "rerank_depth": self.rerank_depth, "reranker": self.reranker.identity()}
+        """The chunking rule (when not the default) and the reranker's part of the model settings (empty for a
+        greedy retriever without a reranker, so their identities are what they were), for `model_meta`."""
+        out: dict[str, Any] = {} if self.chunking == "greedy" else {"chunking": self.chunking}
+        if self.reranker is not None:
+            out |= {"rerank": self.reranker.name, "rerank_depth": self.rerank_depth}
+            out["reranker"] = self.reranker.identity()
+        return out
 
     def retrieve(self, requests: Sequence[Request]) -> list[Prediction]:
         """Top-k chunks per request (the top `rerank_depth` reordered by the reranker, if there is one)."""
@@ -125,9 +138,11 @@ class ChunkRetriever(ModelAdapter):
     def _retrieve_one(self, req: Request) -> Prediction:
         t0 = time.perf_counter()
         cache = self.cache or shared_cache()
-        cfg = ChunkConfig(max_tokens=req.retrieval.chunk_tokens, overlap=req.retrieval.chunk_overlap)
+        cfg = ChunkConfig(
+            max_tokens=req.retrieval.chunk_tokens, overlap=req.retrieval.chunk_overlap, resync=self.chunking == "resync"
+        )
         doc_sha256 = sha256_text(req.context)
-        chunks_from = {"doc": doc_sha256, "chunking": asdict(cfg), "tokenizer": self._tokenizer_sha256}
+        chunks_from = {"doc": doc_sha256, "chunking": cfg.key_fields(), "tokenizer": self._tokenizer_sha256}
         chunks_key = sha256_json(chunks_from)
         layout, chunk_status = cache.get_or_build(
             chunks_key,
@@ -147,18 +162,30 @@ class ChunkRetriever(ModelAdapter):
                 texts.extend(_texts(req.context, spans))
             return ix.build(texts)
 
+        reuse: Reuse | None = None
         if self.indexers:
             per_indexer = []
             for ix in self.indexers:
                 identity = ix.identity()
                 key = sha256_json({"chunks": chunks_key, "index": identity})
                 built_from = {"doc": doc_sha256, "chunks": chunks_key, "layout": layout_sha256, "index": identity}
+                attach = getattr(ix, "use_embedding_cache", None)
+                if attach is not None:
+                    attach(cache.embeddings())
+                    setattr(ix, "last_reuse", None)  # noqa: B010 (an optional attribute of the Indexer)
                 index, parts[ix.name] = cache.get_or_build(
                     key,
                     lambda ix=ix: build(ix),
                     built_from={**built_from, "n_chunks": len(spans)},
                     check=lambda arrays, ix=ix: ix.check(arrays, len(spans)),
+                    persist=getattr(ix, "persist_index", True),
                 )
+                got: Reuse | None = getattr(ix, "last_reuse", None)
+                if parts[ix.name] == "built" and got is not None:
+                    # Assembled from the chunk-vector cache: built only if something was embedded now.
+                    parts[ix.name] = "built" if got.embedded else ("disk" if got.disk else "memory")
+                    reuse = reuse or Reuse()
+                    reuse.add(got)
                 per_indexer.append((ix, index, key))
             index_s = time.perf_counter() - t0
             scores = self.fuse(req.query, [ix.score(index, req.query, key) for ix, index, key in per_indexer])
@@ -174,6 +201,8 @@ class ChunkRetriever(ModelAdapter):
             "index_s": round(index_s, 6),
             "chunks": len(spans),
         }
+        if reuse is not None:
+            data["embeddings"] = reuse.as_dict()
         if self.reranker is not None and len(order):
             order, final, data["rerank_s"] = self._rerank(req, spans, order, final)
             data["rerank_depth"] = min(self.rerank_depth, len(order))

@@ -57,6 +57,7 @@ class HybridRetriever(ChunkRetriever):
         o = spec.options
         self.alpha, self.fusion, self.rrf_k = o.alpha, o.fusion, o.rrf_k
         self.batch_size = o.batch_size
+        self.chunking = o.chunking
         self.model, sha, path = load_encoder("minilm", o.device)
         device = encoder_device(self.model)
         self.indexers = (DenseIndexer(self.model, o.batch_size, sha or str(path), device), BM25Indexer(o.k1, o.b))

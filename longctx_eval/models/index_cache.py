@@ -11,6 +11,11 @@ record: document hash, chunk layout hash, index identity) and the name, shape an
 a read checks all of them plus the caller's `check` (spans inside the document, one index row per chunk).
 A mismatch, an empty, torn or unreadable file is one warning and a rebuild that overwrites it; an
 unwritable cache (read-only folder, a path that is a file) costs a rebuild and one warning per process.
+
+Beside the entries, `embeddings()` is the cache's chunk-vector cache (`embedding_cache.py`, in the folder's
+`embeddings/`; one byte bound covers the entries and the packs, `cache_bound.py`): dense indexes are assembled
+from it and kept in memory only (`get_or_build(persist=False)`), so documents that share chunks share their
+vectors on disk too.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import os
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 from rich.markup import escape
@@ -29,7 +34,11 @@ from rich.markup import escape
 from longctx_eval.assets import cache_dir
 from longctx_eval.atomic_io import atomic_output
 from longctx_eval.errors import ConfigError, LongctxError
+from longctx_eval.models.cache_bound import prune
 from longctx_eval.progress import console
+
+if TYPE_CHECKING:
+    from longctx_eval.models.embedding_cache import EmbeddingCache
 
 FOLDER_ENV = "LONGCTX_EVAL_INDEX_CACHE"
 DISK_MB_ENV = "LONGCTX_EVAL_INDEX_CACHE_MB"
@@ -63,6 +72,18 @@ class IndexCache:
         self.warnings: list[str] = []
         """Every warning printed (one per unusable entry, at most one for an unwritable cache)."""
         self._write_failed = False
+        self._embeddings: EmbeddingCache | None = None
+
+    def embeddings(self) -> EmbeddingCache:
+        """The chunk-vector cache beside this one: `<folder>/embeddings` on disk (memory only without a folder)."""
+        if self._embeddings is None:
+            from longctx_eval.models.embedding_cache import FOLDER, EmbeddingCache
+
+            folder = None if self.folder is None else self.folder / FOLDER
+            self._embeddings = EmbeddingCache(
+                folder, self.disk_bytes, bound_root=self.folder, on_unwritable=self.unwritable
+            )
+        return self._embeddings
 
     def get_or_build(
         self,
@@ -70,30 +91,35 @@ class IndexCache:
         build: Callable[[], Mapping[str, np.ndarray]],
         built_from: Mapping[str, Any] | None = None,
         check: Check | None = None,
+        persist: bool = True,
     ) -> tuple[Arrays, Status]:
         """The entry for `key` from memory or disk, else `build()` stored in both; with where it came from.
 
         A disk entry is used only if it records this `key` and `built_from` (JSON-able), its arrays have the
         recorded shapes and dtypes and `check(arrays)` finds nothing wrong; otherwise it is rebuilt (one warning).
+        `persist=False` keeps the entry in memory only (its build reads a disk cache of its own).
         """
         held = self._memory.get(key)
         if held is not None:
             self._memory.move_to_end(key)
             return held, "memory"
         expected = _normalised(built_from or {})
-        loaded = self._read(key, expected, check)
+        loaded = self._read(key, expected, check) if persist else None
         if loaded is not None:
             self._remember(key, loaded)
             return loaded, "disk"
         arrays = {k: np.asarray(v) for k, v in build().items()}
         self._remember(key, arrays)
-        self._write(key, arrays, expected)
+        if persist:
+            self._write(key, arrays, expected)
         return arrays, "built"
 
     def forget_memory(self) -> None:
-        """Drop every in-memory entry (the disk files stay)."""
+        """Drop every in-memory entry, chunk vectors included (the disk files stay), as a new process starts."""
         self._memory.clear()
         self._held = 0
+        if self._embeddings is not None:
+            self._embeddings.forget_memory()
 
     def path(self, key: str) -> Path | None:
         """The file that holds (or would hold) `key` on disk; None when the disk level is off."""
@@ -108,6 +134,12 @@ class IndexCache:
         while self._held > self.memory_bytes:
             _, old = self._memory.popitem(last=False)
             self._held -= sum(a.nbytes for a in old.values())
+
+    def unwritable(self, text: str) -> None:
+        """Warn that the folder cannot be written, once per process for the entries and the packs together."""
+        if not self._write_failed:
+            self._write_failed = True
+            self._warn(text)
 
     def _warn(self, text: str) -> None:
         self.warnings.append(text)
@@ -143,30 +175,15 @@ class IndexCache:
             with atomic_output(path) as fh:
                 np.savez(fh, **arrays, **{PROVENANCE: np.asarray(json.dumps(record, sort_keys=True))})
         except (OSError, LongctxError) as exc:  # read-only folder, a file in the way, a full disk: a rebuild later
-            if not self._write_failed:
-                self._write_failed = True
-                self._warn(f"index cache {self.folder} cannot be written ({exc}); indexes are rebuilt on every run")
+            self.unwritable(f"index cache {self.folder} cannot be written ({exc}); indexes are rebuilt on every run")
             return
         self._prune(keep=path)
 
     def _prune(self, keep: Path) -> None:
-        """Delete the least recently used files until the folder holds at most `disk_bytes`."""
+        """Delete the least recently used files (entries and chunk-vector packs) until the folder holds at most
+        `disk_bytes` (`cache_bound.py`)."""
         assert self.folder is not None
-        files = []
-        for p in self.folder.glob("*/*.npz"):
-            try:
-                st = p.stat()
-            except OSError:
-                continue
-            files.append((st.st_mtime, st.st_size, p))
-        total = sum(size for _, size, _ in files)
-        for _, size, p in sorted(files):
-            if total <= self.disk_bytes:
-                break
-            if p == keep:
-                continue
-            p.unlink(missing_ok=True)
-            total -= size
+        prune(self.folder, self.disk_bytes, keep)
 
 
 def _normalised(value: Mapping[str, Any]) -> Any:

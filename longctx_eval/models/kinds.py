@@ -126,8 +126,8 @@ _BUILTIN = (
         needs_target=True,
         adapter="longctx_eval.models.dense:DenseRetriever",
         tokenizer="longctx_eval.models.model_source:retriever_tokenizer",
-        example="retriever:<sentence-transformers folder|minilm>[?batch_size=64&device=auto&rerank=maxsim"
-        "&rerank_depth=20&name=N]",
+        example="retriever:<sentence-transformers folder|minilm>[?batch_size=64&device=auto&chunking=greedy|resync"
+        "&rerank=maxsim&rerank_depth=20&name=N]",
         check_target=_check_local_target,
         serves=frozenset({Capability.RETRIEVE}),
     ),
@@ -137,7 +137,7 @@ _BUILTIN = (
         needs_target=False,
         adapter="longctx_eval.models.bm25:BM25Retriever",
         tokenizer="longctx_eval.models.model_source:minilm_tokenizer",
-        example="bm25[?k1=1.5&b=0.75&rerank=maxsim&rerank_depth=20&name=N]",
+        example="bm25[?k1=1.5&b=0.75&chunking=greedy|resync&rerank=maxsim&rerank_depth=20&name=N]",
         serves=frozenset({Capability.RETRIEVE}),
     ),
     AdapterKind(
@@ -146,7 +146,8 @@ _BUILTIN = (
         needs_target=False,
         adapter="longctx_eval.models.hybrid:HybridRetriever",
         tokenizer="longctx_eval.models.model_source:minilm_tokenizer",
-        example="hybrid[?alpha=0.5&fusion=rrf|minmax&rrf_k=60&k1=1.5&b=0.75&rerank=maxsim&rerank_depth=20&name=N]",
+        example="hybrid[?alpha=0.5&fusion=rrf|minmax&rrf_k=60&k1=1.5&b=0.75&chunking=greedy|resync&rerank=maxsim"
+        "&rerank_depth=20&name=N]",
         serves=frozenset({Capability.RETRIEVE}),
     ),
     AdapterKind(

@@ -112,10 +112,15 @@ RERANK_DEPTH = 20
 
 
 class RerankOptions(KindOptions):
-    """Options every retriever kind shares: an optional second-stage reranker over its top `rerank_depth` chunks."""
+    """Options every retriever kind shares: the chunk boundary rule and an optional second-stage reranker over
+    its top `rerank_depth` chunks."""
 
     rerank: str | None = Field(default=None, min_length=1, description="a registered reranker name (built in: maxsim)")
     rerank_depth: int = Field(default=RERANK_DEPTH, gt=0, description="a positive integer (chunks rescored)")
+    chunking: Literal["greedy", "resync"] = Field(
+        default="greedy",
+        description="greedy or resync (chunk boundaries that fall back into step after an insertion; text/chunking.py)",
+    )
 
     @field_validator("rerank")
     @classmethod

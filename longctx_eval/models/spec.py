@@ -100,6 +100,8 @@ def parse_spec(raw: str) -> ModelSpec:
     if adapter.check_target is not None:
         adapter.check_target(target, text)
     name = options.name or _default_name(short, kind, target)
+    if getattr(options, "chunking", "greedy") != "greedy" and not options.name:  # minilm?chunking=resync
+        name = f"{name}-{options.chunking}"  # -> minilm-resync: other chunks, another system
     rerank = getattr(options, "rerank", None)
     if rerank and not options.name:  # a reranked retriever is another system: `minilm?rerank=maxsim` -> minilm-maxsim
         name = f"{name}-{rerank}"

@@ -149,15 +149,31 @@ def _primary(task: TaskResult) -> str | None:
     return task.results[0].metric if task.results else None
 
 
-def _apply_holm(tasks: Sequence[TaskComparison]) -> None:
-    """Holm across every tested row of every task; untested rows (a one-length pooled row) copy their cell."""
-    for t in tasks:
-        t.tested = [row.length is not None or len(t.rows) > 2 for row in t.rows]
-    family = [row.p_value for t in tasks for row, on in zip(t.rows, t.tested, strict=True) if on]
+def tested_rows(rows: Sequence[PairedDifference]) -> list[bool]:
+    """Per row (per length, then pooled): in Holm's family, unless it is a one-length group's pooled row."""
+    return [row.length is not None or len(rows) > 2 for row in rows]
+
+
+def holm_rows(groups: Sequence[Sequence[PairedDifference]]) -> list[list[float]]:
+    """Holm-adjusted p per row of each group, the family being every tested row of every group; an untested
+    row (a one-length pooled row) takes its only cell's."""
+    tested = [tested_rows(rows) for rows in groups]
+    family = [
+        row.p_value for rows, on in zip(groups, tested, strict=True) for row, t in zip(rows, on, strict=True) if t
+    ]
     adjusted = iter(holm(family).tolist())
-    for t in tasks:
-        own = [next(adjusted) if on else None for on in t.tested]
-        t.holm = [t.holm_cell(p, own) for p in own]
+    out = []
+    for on in tested:
+        own = [next(adjusted) if t else None for t in on]
+        out.append([TaskComparison.holm_cell(p, own) for p in own])
+    return out
+
+
+def _apply_holm(tasks: Sequence[TaskComparison]) -> None:
+    """Holm across every tested row of every task (`holm_rows`)."""
+    for t, adjusted in zip(tasks, holm_rows([t.rows for t in tasks]), strict=True):
+        t.tested = tested_rows(t.rows)
+        t.holm = adjusted
 
 
 def is_significant(holm_p: float) -> bool:
@@ -241,8 +257,8 @@ def to_text(c: RunComparison) -> str:
                 f"{r.mean_b:.3f}",
                 f"{r.difference:+.3f}",
                 f"[{r.ci95[0]:+.3f}, {r.ci95[1]:+.3f}]",
-                _p(r.p_value),
-                _p(p) + ("" if on else "*"),
+                p_text(r.p_value),
+                p_text(p) + ("" if on else "*"),
                 "yes" if is_significant(p) else "no",
             ]
             for r, p, on in zip(t.rows, t.holm, t.tested, strict=True)
@@ -261,7 +277,8 @@ def to_text(c: RunComparison) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _p(p: float) -> str:
+def p_text(p: float) -> str:
+    """A p-value as printed: 4 decimals, or scientific below 1e-4."""
     return f"{p:.2e}" if p < 1e-4 else f"{p:.4f}"
 
 

@@ -1,7 +1,23 @@
-"""Sentence-aware sliding-window chunking with exact character and global-token offsets."""
+"""Sentence-aware sliding-window chunking with exact character and global-token offsets.
+
+Two boundary rules (`ChunkConfig.resync`):
+
+- **greedy** (the default): from the document start, each chunk takes the most whole sentences that fit the
+  budget, the next starts with the trailing sentences within the overlap. A chunk's boundaries depend on every
+  boundary before it, so an inserted sentence can shift the chunks after it (in practice they usually fall
+  back into step within a few chunks, but nothing bounds how many).
+- **resync**: *sync sentences*, chosen by their own text alone, cut the document into segments that are
+  chunked greedily one by one; a segment's first chunk starts exactly at its sync sentence (no overlap across
+  it). Sentence j (not the first) is a sync sentence when u(text of j) < tokens(j) / sync_tokens, where u is
+  the first 8 bytes of the blake2b hash of its stripped text read as a fraction of 2**64: about one per
+  `sync_tokens` tokens (default 8 budgets), whatever the sentence lengths. Inserting or changing sentences
+  changes only the chunks of the segments that hold them: every chunk from the next sync sentence on is the
+  same text as before (tested).
+"""
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Iterator, Mapping
@@ -11,11 +27,14 @@ from typing import Any
 import numpy as np
 
 from longctx_eval.errors import ConfigError, DataError, did_you_mean
-from longctx_eval.text.sentences import punkt_for, split_sentences
+from longctx_eval.text.pieces import sentence_spans, token_offsets
+from longctx_eval.text.sentences import punkt_for
 from longctx_eval.text.tokenizer import Tokenizer
 
 Embed = Callable[[list[str]], Any]
 """Sentence embedder for semantic mode: texts in, an (n, dim) array-like out."""
+SYNC_BUDGETS = 8
+"""resync: sync sentences come about every `SYNC_BUDGETS * max_tokens` tokens unless `sync_tokens` says."""
 
 
 @dataclass(frozen=True)
@@ -41,6 +60,8 @@ class ChunkConfig:
     semantic: bool = False  # end chunks at topic shifts between sentences (needs an `embed` callable)
     breakpoint_percentile: float = 95.0  # semantic: distances above this percentile are topic shifts
     language: str = "english"  # Punkt model used for sentence boundaries
+    resync: bool = False  # segment at content-chosen sync sentences, so an insertion changes only nearby chunks
+    sync_tokens: int | None = None  # resync: mean tokens between sync sentences (None: SYNC_BUDGETS * max_tokens)
 
     def __post_init__(self) -> None:
         if not _is_int(self.max_tokens) or self.max_tokens < 1:
@@ -57,7 +78,32 @@ class ChunkConfig:
             raise ConfigError(f"ChunkConfig.breakpoint_percentile must be a number in (0, 100), got {p!r}")
         if not isinstance(self.language, str) or not self.language:
             raise ConfigError(f"ChunkConfig.language must be a language name such as 'english', got {self.language!r}")
+        if not isinstance(self.resync, bool):
+            raise ConfigError(f"ChunkConfig.resync must be true or false, got {self.resync!r}")
+        if self.sync_tokens is not None and (not _is_int(self.sync_tokens) or self.sync_tokens < self.max_tokens):
+            raise ConfigError(
+                f"ChunkConfig.sync_tokens must be an integer >= max_tokens (= {self.max_tokens}) or unset, "
+                f"got {self.sync_tokens!r}"
+            )
+        if self.resync and self.semantic:
+            raise ConfigError(
+                "ChunkConfig.resync and semantic cannot be combined: semantic breakpoints come from a percentile "
+                "over the whole document, so they do not resynchronise after an insertion"
+            )
         punkt_for(self.language)  # an unknown language fails here, with a suggestion
+
+    @property
+    def sync_every(self) -> int:
+        """resync: the mean number of tokens between sync sentences."""
+        return self.sync_tokens if self.sync_tokens is not None else SYNC_BUDGETS * self.max_tokens
+
+    def key_fields(self) -> dict[str, Any]:
+        """The fields that decide the chunks, for cache keys: the resync fields only when resync is on, so the
+        greedy rule's keys are what they were before resync existed."""
+        out = {f.name: getattr(self, f.name) for f in fields(self)}
+        if not self.resync:
+            del out["resync"], out["sync_tokens"]
+        return out
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> ChunkConfig:
@@ -87,7 +133,7 @@ class _Layout:
 
 def _layout(text: str, tokenizer: Tokenizer, language: str) -> _Layout | None:
     _reject_truncating(tokenizer)
-    spans = split_sentences(text, language)
+    spans = sentence_spans(text, language)  # split_sentences, memoised by paragraph (text/pieces.py)
     if not spans:
         return None  # empty or whitespace-only: no chunks, and no need to tokenize
     starts, ends = _token_offsets(tokenizer, text)
@@ -117,10 +163,8 @@ def _layout(text: str, tokenizer: Tokenizer, language: str) -> _Layout | None:
 
 def _token_offsets(tokenizer: Tokenizer, text: str) -> tuple[np.ndarray, np.ndarray]:
     """Start and end character offsets of every token, as arrays (fast path for `Tokenizer` and its kin)."""
-    arrays = getattr(tokenizer, "offset_arrays", None)
-    if arrays is not None:
-        starts, ends = arrays(text)
-        return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+    if getattr(tokenizer, "offset_arrays", None) is not None:
+        return token_offsets(tokenizer, text)  # memoised by paragraph where that is exact (text/pieces.py)
     offsets = tokenizer.encode(text).offsets  # any object with `encode` (tests pass minimal fakes)
     flat = np.fromiter(itertools.chain.from_iterable(offsets), dtype=np.int64, count=2 * len(offsets))
     return flat[0::2], flat[1::2]
@@ -159,14 +203,41 @@ def _semantic_breaks(text: str, layout: _Layout, config: ChunkConfig, embed: Emb
     return (distance > threshold).tolist() + [False]
 
 
+def sync_sentences(text: str, layout: _Layout, sync_every: int) -> list[int]:
+    """resync: the first sentence of each segment (0, then every sync sentence; see the module docstring)."""
+    T = layout.sent_tok
+    starts = [0]
+    scale = float(1 << 64) / sync_every
+    for j in range(1, len(layout.sent_start)):
+        n = T[j + 1] - T[j]
+        if n <= 0:
+            continue
+        piece = text[layout.sent_start[j] : layout.sent_end[j]].encode("utf-8", "surrogatepass")
+        u = int.from_bytes(hashlib.blake2b(piece, digest_size=8).digest(), "big")
+        if u < n * scale:
+            starts.append(j)
+    return starts
+
+
 def _token_windows(
-    layout: _Layout, config: ChunkConfig, breaks: list[bool] | None
+    text: str, layout: _Layout, config: ChunkConfig, breaks: list[bool] | None
 ) -> Iterator[tuple[int, int, int, int]]:
     """Yield (token_start, token_end, first_sentence, last_sentence) per chunk; always makes progress."""
-    T, budget, overlap = layout.sent_tok, config.max_tokens, config.overlap
-    m = len(T) - 1
-    j, a = 0, 0  # the next chunk starts at token a, inside (or at the start of) sentence j
-    done = -1  # last sentence already fully emitted; a later chunk must end past it
+    m = len(layout.sent_tok) - 1
+    if not config.resync:
+        yield from _greedy_windows(layout.sent_tok, 0, m, config.max_tokens, config.overlap, breaks)
+        return
+    starts = sync_sentences(text, layout, config.sync_every)
+    for first, end in zip(starts, [*starts[1:], m], strict=True):
+        yield from _greedy_windows(layout.sent_tok, first, end, config.max_tokens, config.overlap, None)
+
+
+def _greedy_windows(
+    T: list[int], first: int, m: int, budget: int, overlap: int, breaks: list[bool] | None
+) -> Iterator[tuple[int, int, int, int]]:
+    """The greedy windows over sentences first..m-1 (T: sentence token boundaries), from token T[first]."""
+    j, a = first, T[first]  # the next chunk starts at token a, inside (or at the start of) sentence j
+    done = first - 1  # last sentence already fully emitted; a later chunk must end past it
     while True:
         if T[j + 1] - a > budget:
             # Sentence j is too long for one chunk: cut at token boundaries, overlap `overlap` tokens.
@@ -174,7 +245,7 @@ def _token_windows(
             yield a, b, j, j
             a = b - overlap
             continue
-        last = bisect_right(T, a + budget) - 2  # the most whole sentences that fit
+        last = min(bisect_right(T, a + budget) - 2, m - 1)  # the most whole sentences that fit
         if breaks is not None:
             cut = next((k for k in range(last, max(j, done + 1) - 1, -1) if breaks[k]), None)
             last = last if cut is None else cut
@@ -215,7 +286,7 @@ def iter_chunks(
     previous: tuple[int, int, int, int] | None = None  # (char_start, char_end, token_start, token_end)
     prev_overlap = (0, 0)
     index = 0
-    for a, b, first, last in _token_windows(layout, config, breaks):
+    for a, b, first, last in _token_windows(text, layout, config, breaks):
         start, end = _char_span(layout, a, b, first, last)
         if previous is not None:
             pc_start, pc_end, pt_start, pt_end = previous

@@ -1,0 +1,61 @@
+"""The index cache folder's byte bound: least recently used `.npz` files go first, links never followed.
+
+One bound covers the whole folder: the index entries (`<folder>/<ab>/<key>.npz`) and the chunk-vector packs
+below it (`<folder>/embeddings/<namespace>/<pack>.npz`), so `LONGCTX_EVAL_INDEX_CACHE_MB` is what the folder
+holds at most. A read refreshes a file's modification time (its last use). The walk never enters a linked
+folder and never counts or deletes a link, so nothing outside the folder is ever deleted; temporary files of
+writes in progress (`.name.tmp`) are left alone.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+MAX_DEPTH = 3
+"""`<folder>/embeddings/<namespace>/<pack>.npz` is the deepest file the cache writes."""
+
+
+def cached_files(root: Path) -> list[tuple[float, int, Path]]:
+    """(last use, bytes, path) of every regular `.npz` file up to `MAX_DEPTH` levels below `root`."""
+    out: list[tuple[float, int, Path]] = []
+    stack = [(root, 1)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            entries = list(os.scandir(folder))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                st = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if stat.S_ISDIR(st.st_mode) and depth < MAX_DEPTH:
+                stack.append((Path(entry.path), depth + 1))
+            elif stat.S_ISREG(st.st_mode) and entry.name.endswith(".npz") and not entry.name.startswith("."):
+                out.append((st.st_mtime, st.st_size, Path(entry.path)))
+    return out
+
+
+def prune(root: Path, bound: int, keep: Path) -> list[Path]:
+    """Delete the least recently used files below `root` (never `keep`) until they hold at most `bound`
+    bytes; the paths deleted."""
+    files = cached_files(root)
+    total = sum(size for _, size, _ in files)
+    deleted: list[Path] = []
+    for _, size, path in sorted(files):
+        if total <= bound:
+            break
+        if path == keep:
+            continue
+        try:
+            path.unlink()
+        except FileNotFoundError:
+            pass  # another process pruned it first
+        except OSError:
+            continue
+        total -= size
+        deleted.append(path)
+    return deleted
