@@ -124,8 +124,8 @@ def serve_job(params: dict[str, Any]) -> dict[str, Any]:
     """Serve every sample with one retriever (empty cache folder), then check two samples without any cache."""
     os.environ["LONGCTX_EVAL_INDEX_CACHE"] = params["cache"]
     from data_builders.needle.grid import RETRIEVAL
-    from longctx_eval.models.index_cache import IndexCache
     from longctx_eval.models.kinds import MODEL_KINDS
+    from longctx_eval.models.retrieval.index_cache import IndexCache
     from longctx_eval.models.spec import parse_spec
     from longctx_eval.sample import Request
 
@@ -223,8 +223,8 @@ def _vector_check(adapter: Any, dense: Any, embed: Any, context: str, n: int) ->
     import numpy as np
 
     from data_builders.needle.grid import RETRIEVAL
-    from longctx_eval.models.embedding_cache import Reuse
-    from longctx_eval.models.index_cache import shared_cache
+    from longctx_eval.models.retrieval.embedding_cache import Reuse
+    from longctx_eval.models.retrieval.index_cache import shared_cache
     from longctx_eval.text.chunking import ChunkConfig, chunk_document
 
     cfg = ChunkConfig(RETRIEVAL.chunk_tokens, RETRIEVAL.chunk_overlap, resync=adapter.chunking == "resync")

@@ -37,14 +37,14 @@ from data_builders.posprobe.language import (  # noqa: E402
     toy_vocabulary,
 )
 from data_builders.posprobe.training import MIN_LENGTH, training_batch  # noqa: E402
-from longctx_eval.models.alibi_attention import alibi_slopes  # noqa: E402
-from longctx_eval.models.attention_rows import ATTENTION_NAME  # noqa: E402
-from longctx_eval.models.learned_position import (  # noqa: E402
+from longctx_eval.models.posprobe.alibi_attention import alibi_slopes  # noqa: E402
+from longctx_eval.models.posprobe.attention_rows import ATTENTION_NAME  # noqa: E402
+from longctx_eval.models.posprobe.learned_position import (  # noqa: E402
     BEYOND_TABLE,
     add_learned_positions,
     save_learned_positions,
 )
-from longctx_eval.models.learned_position import CONFIG_KEY as LEARNED_KEY  # noqa: E402
+from longctx_eval.models.posprobe.learned_position import CONFIG_KEY as LEARNED_KEY  # noqa: E402
 
 TRAIN_LENGTH = 128
 BATCH = 32
@@ -83,7 +83,7 @@ def model_config(posenc: str):  # noqa: ANN201
 
     alibi and learned disable RoPE (`proportional`, partial_rotary_factor 0: cos = 1, sin = 0); alibi adds
     `alibi_slopes` (applied by the `longctx_rows` attention function), learned a table of TRAIN_LENGTH
-    position vectors added to the token embeddings (`longctx_eval/models/learned_position.py`).
+    position vectors added to the token embeddings (`longctx_eval/models/posprobe/learned_position.py`).
     """
     from transformers import LlamaConfig
 

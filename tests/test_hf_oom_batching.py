@@ -96,7 +96,7 @@ def test_chunked_prefill_generates_the_whole_prefills_text(tiny):
 
 
 def test_an_out_of_memory_probe_request_fails_alone():
-    from longctx_eval.models.references import REFERENCE_ROOT
+    from longctx_eval.models.posprobe.references import REFERENCE_ROOT
 
     if not (REFERENCE_ROOT / "tiny-rope" / "model.safetensors").is_file():
         pytest.skip("reference weights not built")

@@ -168,11 +168,11 @@ DEVICE_MODULES = [
     "longctx_eval/models/hf.py",
     "longctx_eval/models/hf_prefix_cache.py",
     "longctx_eval/models/hf_generate.py",
-    "longctx_eval/models/posprobe_forward.py",
-    "longctx_eval/models/attention_rows.py",
-    "longctx_eval/models/alibi_attention.py",
-    "longctx_eval/models/learned_position.py",
-    "longctx_eval/models/rope_variants.py",
+    "longctx_eval/models/posprobe/forward.py",
+    "longctx_eval/models/posprobe/attention_rows.py",
+    "longctx_eval/models/posprobe/alibi_attention.py",
+    "longctx_eval/models/posprobe/learned_position.py",
+    "longctx_eval/models/posprobe/rope_variants.py",
     "longctx_eval/serve/engine.py",
 ]
 FACTORIES = {"tensor", "arange", "zeros", "ones", "full", "empty", "randn", "rand", "randint", "eye", "linspace"}
@@ -191,7 +191,7 @@ def test_every_tensor_factory_in_the_device_path_names_its_device():
                 kw = {k.arg: k.value for k in node.keywords}
                 if "device" not in kw:
                     offenders.append(f"{rel}:{node.lineno}: torch.{node.func.attr}(...) without device=")
-    allowed = {"longctx_eval/models/learned_position.py"}  # the table is created then moved (training code)
+    allowed = {"longctx_eval/models/posprobe/learned_position.py"}  # the table is created then moved (training code)
     offenders = [o for o in offenders if o.split(":")[0] not in allowed or "literal" in o]
     assert not offenders, offenders
 
@@ -261,7 +261,7 @@ def _stable(data: dict) -> dict:
 
 @pytest.mark.parametrize("name", ["tiny-rope-yarn", "tiny-alibi", "tiny-learned"])
 def test_probe_builds_no_tensor_on_an_implicit_device(name, meta_default):
-    from longctx_eval.models.references import REFERENCE_ROOT
+    from longctx_eval.models.posprobe.references import REFERENCE_ROOT
 
     if not (REFERENCE_ROOT / name.split("-yarn")[0] / "model.safetensors").is_file():
         pytest.skip("reference weights not built")

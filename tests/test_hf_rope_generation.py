@@ -13,7 +13,7 @@ import torch
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.loader import load_model
-from longctx_eval.models.rope_variants import ntk_theta
+from longctx_eval.models.posprobe.rope_variants import ntk_theta
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.sample import Request
 
@@ -282,8 +282,8 @@ def test_static_probe_equals_the_probe_of_before_on_the_reference():
     are exactly those of the unscaled load with the variant applied per forward (how the probe always ran)."""
     from dataclasses import replace
 
-    from longctx_eval.models.posprobe_forward import AttentionProbe
-    from longctx_eval.models.references import REFERENCE_ROOT
+    from longctx_eval.models.posprobe.forward import AttentionProbe
+    from longctx_eval.models.posprobe.references import REFERENCE_ROOT
 
     if not (REFERENCE_ROOT / "tiny-rope" / "model.safetensors").is_file():
         pytest.skip("reference weights not built")
@@ -295,7 +295,7 @@ def test_static_probe_equals_the_probe_of_before_on_the_reference():
     before = AttentionProbe(unscaled.model, replace(unscaled.probe.config, variant="linear", factor=4.0))
     reqs = _probe_requests(static, 512)
     got = [_stable(p.data) for p in static.attention_stats(reqs)]
-    from longctx_eval.models.posprobe_forward import _rows_attention
+    from longctx_eval.models.posprobe.forward import _rows_attention
 
     with _rows_attention(unscaled.model):
         want = [_stable(before._one(r).data) for r in reqs]

@@ -25,14 +25,14 @@ ADAPTERS = tuple(
     f"longctx_eval.models.{name}"
     for name in (
         "hf",
-        "dense",
-        "bm25",
-        "hybrid",
-        "rag",
+        "retrieval.dense",
+        "retrieval.bm25",
+        "retrieval.hybrid",
+        "rag.adapter",
         "coref_baseline",
-        "posprobe_forward",
-        "openai_adapter",
-        "openai_client",
+        "posprobe.forward",
+        "openai.adapter",
+        "openai.client",
     )
 )
 SPEC = "longctx_eval.models.spec"

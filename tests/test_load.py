@@ -14,7 +14,7 @@ from tiny_needle import tiny_needle  # tests/ is on sys.path
 from longctx_eval.errors import ConfigError
 from longctx_eval.load_test.report import figure, table
 from longctx_eval.load_test.sweep import SweepConfig, run_sweep
-from longctx_eval.models.openai_client import ClientLimits, ServedClient, ServedRequest
+from longctx_eval.models.openai.client import ClientLimits, ServedClient, ServedRequest
 
 
 def _pool(n: int, max_tokens: int = 2) -> list[ServedRequest]:

@@ -13,7 +13,7 @@ import pytest
 from longctx_eval.cli import main
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.loader import load_model, load_tokenizer_of
-from longctx_eval.models.rag_prompt import (
+from longctx_eval.models.rag.prompt import (
     PASSAGE_SEPARATOR,
     merge_spans,
     note_request,

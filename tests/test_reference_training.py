@@ -19,8 +19,8 @@ import torch
 from data_builders.posprobe.language import ToyCodec, ToyLanguage, build_passkey
 from data_builders.posprobe.training import MIN_LENGTH, training_batch
 from longctx_eval.errors import ConfigError
-from longctx_eval.models import learned_position as lp
-from longctx_eval.models.references import REFERENCE_ROOT
+from longctx_eval.models.posprobe import learned_position as lp
+from longctx_eval.models.posprobe.references import REFERENCE_ROOT
 
 WINDOW = 128
 

@@ -25,7 +25,7 @@ from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.text.chunking import Chunk, ChunkConfig, chunk_document
 
 CHUNKING = ChunkConfig(max_tokens=RETRIEVAL.chunk_tokens, overlap=RETRIEVAL.chunk_overlap)
-"""The chunks retrievers index (`models/chunk_retriever.py` builds this config from the request's RetrievalParams)."""
+"""The chunks retrievers index (`models/retrieval/chunk_retriever.py` builds it from the request's RetrievalParams)."""
 
 RETRIEVAL_VERSION = "2"
 """2: rows carry their context's chunk spans (chunk_starts, chunk_ends); the card states the chunker and BM25."""

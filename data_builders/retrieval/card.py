@@ -8,7 +8,7 @@ from data_builders.retrieval.docs import RETRIEVAL
 from longctx_eval.models.options import BM25Options
 
 TOKEN_PATTERN = r"(?u)\b\w\w+\b"
-"""bm25s's default token pattern, which `models/bm25.py` uses (bm25s.tokenize without a pattern)."""
+"""bm25s's default token pattern, which `models/retrieval/bm25.py` uses (bm25s.tokenize without a pattern)."""
 
 
 def bm25_stopwords() -> tuple[str, ...]:

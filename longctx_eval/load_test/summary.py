@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from longctx_eval.models.openai_client import ServedResult
+from longctx_eval.models.openai.client import ServedResult
 from longctx_eval.scoring.latency import latency_summary
 
 

@@ -74,8 +74,8 @@ class HFCausalLM(ModelAdapter):
             raise load_error(spec.target, exc) from exc
         self.generation = neutral_generation_config(self.model)  # greedy is greedy: no shipped penalty applies
         self.hf_tok = hf_tok
-        from longctx_eval.models import learned_position
-        from longctx_eval.models.posprobe_forward import AttentionProbe, probe_config
+        from longctx_eval.models.posprobe import learned_position
+        from longctx_eval.models.posprobe.forward import AttentionProbe, probe_config
 
         folder = Path(str(source)) if Path(str(source)).is_dir() else None
         try:  # a RoPE-free Llama with a learned position table (tiny-learned): the table rides on a hook
@@ -181,12 +181,12 @@ class HFCausalLM(ModelAdapter):
 
     def unsupported(self, capability: Capability) -> str | None:
         """The probe's architecture refusal (BLOOM, GPT-2, sliding windows) before any request is sent."""
-        from longctx_eval.models.probe_support import probe_refusal
+        from longctx_eval.models.posprobe.support import probe_refusal
 
         return probe_refusal(self.model) if capability is Capability.ATTENTION else None
 
     def attention_stats(self, requests: Sequence[Request]) -> list[Prediction]:
-        """Teacher-forced passkey probes with exact attention rows (see models/posprobe_forward.py)."""
+        """Teacher-forced passkey probes with exact attention rows (see models/posprobe/forward.py)."""
         return self.probe.run(requests)
 
     # -- generation --------------------------------------------------------------------------------------
@@ -271,7 +271,7 @@ class HFCausalLM(ModelAdapter):
         if self.rope.scaling != "per_length":
             yield
             return
-        from longctx_eval.models.rope_variants import rope_applied
+        from longctx_eval.models.posprobe.rope_variants import rope_applied
 
         params = self.rope.parameters_for(len(self.render(request)) + request.max_new_tokens)
         with rope_applied(self.model, params, self.rope.train_length):

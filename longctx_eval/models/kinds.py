@@ -71,7 +71,7 @@ def _check_local_target(target: str, raw: str) -> None:
 
 
 def _check_openai_target(target: str, raw: str) -> None:
-    from longctx_eval.models.openai_target import check_target
+    from longctx_eval.models.openai.target import check_target
 
     check_target(target, raw)
 
@@ -81,7 +81,7 @@ def _check_vllm_target(target: str, raw: str) -> None:
 
     _check_local_target(target, raw)
     if importlib.util.find_spec("vllm") is None:  # before anything loads: one line naming the extra, exit 2
-        from longctx_eval.models.vllm_settings import INSTALL_HINT
+        from longctx_eval.models.vllm.settings import INSTALL_HINT
 
         raise PrerequisiteError(f"model spec {raw!r} needs vLLM, which is not installed here; {INSTALL_HINT}")
 
@@ -111,7 +111,7 @@ _BUILTIN = (
         name="vllm",
         options=opt.VLLMOptions,
         needs_target=True,
-        adapter="longctx_eval.models.vllm_engine:VLLMEngine",
+        adapter="longctx_eval.models.vllm.engine:VLLMEngine",
         tokenizer="longctx_eval.models.model_source:hf_tokenizer",
         example="vllm:<folder-or-hub-id>[?dtype=float32&max_model_len=N&chat=auto&revision=R&tensor_parallel_size=1"
         "&pipeline_parallel_size=1&data_parallel_size=1&gpu_memory_utilization=F&enable_prefix_caching=true"
@@ -124,7 +124,7 @@ _BUILTIN = (
         name="retriever",
         options=opt.RetrieverOptions,
         needs_target=True,
-        adapter="longctx_eval.models.dense:DenseRetriever",
+        adapter="longctx_eval.models.retrieval.dense:DenseRetriever",
         tokenizer="longctx_eval.models.model_source:retriever_tokenizer",
         example="retriever:<sentence-transformers folder|minilm>[?batch_size=64&device=auto&chunking=greedy|resync"
         "&rerank=maxsim&rerank_depth=20&name=N]",
@@ -135,7 +135,7 @@ _BUILTIN = (
         name="bm25",
         options=opt.BM25Options,
         needs_target=False,
-        adapter="longctx_eval.models.bm25:BM25Retriever",
+        adapter="longctx_eval.models.retrieval.bm25:BM25Retriever",
         tokenizer="longctx_eval.models.model_source:minilm_tokenizer",
         example="bm25[?k1=1.5&b=0.75&chunking=greedy|resync&rerank=maxsim&rerank_depth=20&name=N]",
         serves=frozenset({Capability.RETRIEVE}),
@@ -144,7 +144,7 @@ _BUILTIN = (
         name="hybrid",
         options=opt.HybridOptions,
         needs_target=False,
-        adapter="longctx_eval.models.hybrid:HybridRetriever",
+        adapter="longctx_eval.models.retrieval.hybrid:HybridRetriever",
         tokenizer="longctx_eval.models.model_source:minilm_tokenizer",
         example="hybrid[?alpha=0.5&fusion=rrf|minmax&rrf_k=60&k1=1.5&b=0.75&chunking=greedy|resync&rerank=maxsim"
         "&rerank_depth=20&name=N]",
@@ -173,8 +173,8 @@ _BUILTIN = (
         name="rag",
         options=opt.RagOptions,
         needs_target=True,
-        adapter="longctx_eval.models.rag:RagModel",
-        tokenizer="longctx_eval.models.rag:rag_tokenizer",
+        adapter="longctx_eval.models.rag.adapter:RagModel",
+        tokenizer="longctx_eval.models.rag.adapter:rag_tokenizer",
         example="rag:<retriever>+<generator>[?k=5&iterative=false&hops=2&chunk_tokens=N&chunk_overlap=N"
         "&retriever.KEY=V&generator.KEY=V&name=N]",
         serves=frozenset({Capability.GENERATE}),
@@ -183,8 +183,8 @@ _BUILTIN = (
         name="openai",
         options=opt.OpenAIOptions,
         needs_target=True,
-        adapter="longctx_eval.models.openai_adapter:OpenAIModel",
-        tokenizer="longctx_eval.models.openai_prompt:served_tokenizer",
+        adapter="longctx_eval.models.openai.adapter:OpenAIModel",
+        tokenizer="longctx_eval.models.openai.prompt:served_tokenizer",
         example="openai:<model>@<base_url>[,<base_url>...][?endpoint=chat|completions&api_key_env=OPENAI_API_KEY"
         "&max_length=N&tokenizer=T&count=auto|local|server&decoding=greedy|default&neutral=auto|standard|all"
         "&max_in_flight=8&rpm=R&tpm=T&timeout=600&max_attempts=6&thinking_tokens=N&name=N]",

@@ -92,8 +92,8 @@ def parse_spec(raw: str) -> ModelSpec:
     if not adapter.needs_target and sep:
         raise ConfigError(f"model spec {raw!r}: {kind!r} takes no ':target'; expected {adapter.example}")
     values = {**_pairs(base_query, raw), **_pairs(user_query, raw)}  # the user's options override a short name's
-    if kind == "rag":  # a composite: its target is two specs, its query also carries theirs (models/rag_spec.py)
-        from longctx_eval.models.rag_spec import parse_rag
+    if kind == "rag":  # a composite: its target is two specs, its query also carries theirs (models/rag/spec.py)
+        from longctx_eval.models.rag.spec import parse_rag
 
         return parse_rag(text, target, values)
     options = parse_options(adapter.options, values, kind, text)
@@ -114,7 +114,7 @@ def _default_name(short: str | None, kind: str, target: str) -> str:
     if kind in ("hf", "retriever"):  # a path or hub id: its last component names the model
         return target.rstrip("/").rsplit("/", 1)[-1]
     if kind == "openai":  # <model>@<base_url>: the served model's name, without the URL
-        from longctx_eval.models.openai_target import default_name
+        from longctx_eval.models.openai.target import default_name
 
         return default_name(target)
     return f"{kind}-{target}" if target else kind

@@ -94,7 +94,7 @@ def load_prices(path: Path | None = None) -> PriceTable:
 def served_model(spec: ModelSpec) -> str | None:
     """The served model name a spec sends requests to (its own or a part's), None for a local model."""
     if spec.kind in SERVED_KINDS:
-        from longctx_eval.models.openai_target import parse_target
+        from longctx_eval.models.openai.target import parse_target
 
         return parse_target(spec.target, spec.raw).model
     for part in spec.parts:

@@ -1,7 +1,7 @@
 """Latency and throughput of served requests: P50/P95/P99 of first-token, inter-token and last-token latency,
 per-request output speed, aggregate throughput, retries by reason and failures.
 
-Input: `ServedResult`s (models/openai_client.py) or their `stats()` records, as predictions keep them under
+Input: `ServedResult`s (models/openai/client.py) or their `stats()` records, as predictions keep them under
 `data['serving']`. Definitions: `ttft_s` is first-token latency; `e2e_s` last-token (end-to-end) latency;
 `itl_s` the gaps between successive streamed chunks (one token each on vLLM, SGLang and llama.cpp); `tpot_s`
 (e2e - ttft) / (output tokens - 1); per-request `output_tokens_per_s` output tokens / e2e. Aggregate throughput

@@ -22,7 +22,7 @@ from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from longctx_eval.errors import ConfigError, PrerequisiteError
-from longctx_eval.models.openai_limits import ClientLimits, RateLimiter, backoff_s, retry_after_s
+from longctx_eval.models.openai.limits import ClientLimits, RateLimiter, backoff_s, retry_after_s
 
 __all__ = ["ClientLimits", "ServedClient", "ServedRequest", "ServedResult", "RETRY_REASONS"]
 
@@ -118,7 +118,7 @@ class ServedResult:
     error_kind: str | None = None
     """The failure's reason class: one of RETRY_REASONS, `http_<status>`, `limit` or `client`."""
     server: str | None = None
-    """The base URL that answered, when the model has several servers (models/openai_pool.py)."""
+    """The base URL that answered, when the model has several servers (models/openai/pool.py)."""
 
     @property
     def ok(self) -> bool:

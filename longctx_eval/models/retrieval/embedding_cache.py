@@ -9,7 +9,7 @@ every chunk, so a dense retriever embeds each distinct chunk text once and looks
 - **chunk**: sha256 of the chunk's UTF-8 text.
 
 A vector from the cache is bit-for-bit the one a fresh encoding gives, because the dense indexer's encoding is
-canonical (`models/dense.py`, `encode_canonical`): a text's vector never depends on the other texts in its
+canonical (`models/retrieval/dense.py`, `encode_canonical`): a text's vector never depends on the other texts in its
 batch. Memory: an LRU of rows bounded in bytes, per process. Disk: `<index cache>/embeddings/<namespace
 key>/<pack key>.npz`, one *pack* per encoding call (the chunks that were missing), written atomically; one
 byte bound covers the index cache's folder, its entries and these packs together, least recently used files
@@ -43,7 +43,7 @@ from rich.markup import escape
 from longctx_eval.atomic_io import atomic_output
 from longctx_eval.errors import LongctxError
 from longctx_eval.hashing import sha256_json
-from longctx_eval.models.cache_bound import prune
+from longctx_eval.models.retrieval.cache_bound import prune
 from longctx_eval.progress import console
 
 FORMAT = 1

@@ -21,12 +21,12 @@ from typing import TYPE_CHECKING, Any
 from rich.markup import escape
 
 from longctx_eval.errors import ConfigError, PrerequisiteError
-from longctx_eval.models.openai_target import OpenAITarget, parse_target
+from longctx_eval.models.openai.target import OpenAITarget, parse_target
 from longctx_eval.sample import Request
 from longctx_eval.text.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
-    from longctx_eval.models.openai_server_tokenizer import ServerTokenizerProbe
+    from longctx_eval.models.openai.server_tokenizer import ServerTokenizerProbe
     from longctx_eval.models.options import OpenAIOptions
     from longctx_eval.models.spec import ModelSpec
 
@@ -76,7 +76,7 @@ def load_served_tokenizer(spec: ModelSpec, warn: bool = False) -> LoadedTokenize
     probe = None
     reason = "it is a hosted API"
     if not target.hosted:
-        from longctx_eval.models.openai_server_tokenizer import probe_server
+        from longctx_eval.models.openai.server_tokenizer import probe_server
 
         probe = probe_server(target.base_url, target.model, o.api_key_env)
         found, reason = _server_tokenizer(probe, spec.raw)
@@ -98,7 +98,7 @@ def load_served_tokenizer(spec: ModelSpec, warn: bool = False) -> LoadedTokenize
 
 def _server_tokenizer(probe: ServerTokenizerProbe, raw: str) -> tuple[LoadedTokenizer | None, str]:
     """The tokenizer the server names, when it loads here and agrees with the server; else why not."""
-    from longctx_eval.models.openai_server_tokenizer import agrees, tokenizer_name
+    from longctx_eval.models.openai.server_tokenizer import agrees, tokenizer_name
 
     if probe.root is None:
         return None, "the server names no model folder or hub id in /v1/models (`root`)"
@@ -116,7 +116,7 @@ def _server_tokenizer(probe: ServerTokenizerProbe, raw: str) -> tuple[LoadedToke
 
 def _gap(model: str, reason: str, probe: ServerTokenizerProbe | None, minilm: Tokenizer, count: str) -> str:
     """The warning of the approximate fallback: why, and how far MiniLM lengths are from the server's."""
-    from longctx_eval.models.openai_server_tokenizer import PROBE
+    from longctx_eval.models.openai.server_tokenizer import PROBE
 
     text = f"contexts are built in the MiniLM tokenizer, not {model!r}'s ({reason}), so lengths are approximate"
     if probe is not None and probe.count is not None:

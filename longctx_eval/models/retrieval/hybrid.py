@@ -15,11 +15,11 @@ from collections.abc import Sequence
 import numpy as np
 
 from longctx_eval.models.base import model_meta
-from longctx_eval.models.bm25 import BM25Indexer
-from longctx_eval.models.chunk_retriever import ChunkRetriever
-from longctx_eval.models.dense import DenseIndexer, encoder_device, load_encoder
 from longctx_eval.models.model_source import minilm_tokenizer
-from longctx_eval.models.rerank import load_reranker
+from longctx_eval.models.retrieval.bm25 import BM25Indexer
+from longctx_eval.models.retrieval.chunk_retriever import ChunkRetriever
+from longctx_eval.models.retrieval.dense import DenseIndexer, encoder_device, load_encoder
+from longctx_eval.models.retrieval.rerank import load_reranker
 from longctx_eval.models.spec import ModelSpec
 
 

@@ -1,5 +1,5 @@
 """`rag:<retriever>+<generator>`: the retriever picks chunks of each request's context, the generator answers from
-them. The prompt is the task's own, with the retrieved passages where the context was (models/rag_prompt.py)."""
+them. The prompt is the task's own, with the retrieved passages where the context was (models/rag/prompt.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from longctx_eval.hashing import sha256_text
 from longctx_eval.models.base import ModelAdapter, model_meta
 from longctx_eval.models.loader import load_model, load_tokenizer_of
 from longctx_eval.models.options import RagOptions
-from longctx_eval.models.rag_prompt import (
+from longctx_eval.models.rag.prompt import (
     NOTE_ANSWER_PREFIX,
     NOTE_PROMPT,
     NOTE_TOKENS,

@@ -22,13 +22,13 @@ import torch
 from longctx_eval.errors import ConfigError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.metrics import posprobe as pm
-from longctx_eval.models.attention_rows import ATTENTION_NAME, capture_rows
 from longctx_eval.models.devices import DevicePeak, cuda_devices, free_device_memory, model_device
-from longctx_eval.models.learned_position import clamp_record
 from longctx_eval.models.memory import PeakRSS
 from longctx_eval.models.options import HFOptions
-from longctx_eval.models.references import reference_meta
-from longctx_eval.models.rope_variants import check_variant, rope_applied, variant_parameters
+from longctx_eval.models.posprobe.attention_rows import ATTENTION_NAME, capture_rows
+from longctx_eval.models.posprobe.learned_position import clamp_record
+from longctx_eval.models.posprobe.references import reference_meta
+from longctx_eval.models.posprobe.rope_variants import check_variant, rope_applied, variant_parameters
 from longctx_eval.sample import Prediction, Request
 
 LOGIT_CHUNK = 256

@@ -17,7 +17,7 @@ import torch
 from transformers import AttentionInterface
 from transformers.integrations.sdpa_attention import repeat_kv, sdpa_attention_forward
 
-from longctx_eval.models.alibi_attention import alibi_bias, alibi_causal_attention
+from longctx_eval.models.posprobe.alibi_attention import alibi_bias, alibi_causal_attention
 
 ATTENTION_NAME = "longctx_rows"
 

@@ -1,5 +1,5 @@
 """The target of an `openai:` spec, `<model>@<base_url>[,<base_url>...]` (several servers of one model: data
-parallel, models/openai_pool.py), and the context windows of well-known hosted models.
+parallel, models/openai/pool.py), and the context windows of well-known hosted models.
 
 A leaf: it imports neither `openai` nor any adapter, so a spec is checked before anything loads.
 """

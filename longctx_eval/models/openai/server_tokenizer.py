@@ -17,7 +17,7 @@ import urllib.request
 from dataclasses import dataclass
 from typing import Any
 
-from longctx_eval.models.openai_client import server_root
+from longctx_eval.models.openai.client import server_root
 
 PROBE = (
     "The special magic number for Zürich is 7412; don't forget it.\n\n"

@@ -15,7 +15,7 @@ from longctx_eval.errors import TaskDefinitionError
 from longctx_eval.registry import Registry
 
 if TYPE_CHECKING:
-    from longctx_eval.models.chunk_retriever import Reranker
+    from longctx_eval.models.retrieval.chunk_retriever import Reranker
 
 RerankerFactory = Callable[..., "Reranker"]
 
@@ -27,7 +27,7 @@ def _check(name: str, obj: object) -> RerankerFactory:
 
 
 RERANKERS: Registry[RerankerFactory] = Registry("reranker", entry_point_group="longctx_eval.rerankers", check=_check)
-RERANKERS.register("maxsim", "longctx_eval.models.rerank_maxsim:MaxSimReranker", source=__name__)
+RERANKERS.register("maxsim", "longctx_eval.models.retrieval.rerank_maxsim:MaxSimReranker", source=__name__)
 
 
 def reranker_names() -> list[str]:

@@ -17,8 +17,8 @@ from longctx_eval.progress import console
 if TYPE_CHECKING:
     from longctx_eval.load_test.sweep import SweepConfig
     from longctx_eval.models.base import ModelAdapter
-    from longctx_eval.models.openai_client import ServedClient, ServedRequest
-    from longctx_eval.models.openai_pool import ServerPool
+    from longctx_eval.models.openai.client import ServedClient, ServedRequest
+    from longctx_eval.models.openai.pool import ServerPool
     from longctx_eval.models.spec import ModelSpec
 
 DEFAULT_TASKS = "needle"
@@ -93,7 +93,7 @@ def cmd_load(args: argparse.Namespace) -> int:
     from longctx_eval.load_test.report import KIND, table, write_json, write_plot
     from longctx_eval.load_test.sweep import SweepConfig
     from longctx_eval.models.loader import load_model
-    from longctx_eval.models.openai_pool import ServerPool
+    from longctx_eval.models.openai.pool import ServerPool
     from longctx_eval.models.spec import parse_spec, slug
     from longctx_eval.provenance import environment, suite_info
     from longctx_eval.run.config import TaskPlan, check_limit, parse_lengths, parse_task_args, parse_tasks
@@ -179,9 +179,9 @@ def _client(
 ) -> ServedClient | ServerPool:
     """One client for the whole sweep: the adapter's endpoint(s), key variable and limits, with the CLI's
     overrides (several servers: a ServerPool, each server taking up to the level's requests in flight)."""
-    from longctx_eval.models.openai_client import ClientLimits, ServedClient
-    from longctx_eval.models.openai_pool import ServerPool
-    from longctx_eval.models.openai_target import parse_target
+    from longctx_eval.models.openai.client import ClientLimits, ServedClient
+    from longctx_eval.models.openai.pool import ServerPool
+    from longctx_eval.models.openai.target import parse_target
 
     target = parse_target(spec.target, spec.raw)
     limits = getattr(adapter, "limits", None) or ClientLimits()
@@ -212,7 +212,7 @@ async def _sweep(
 
     from longctx_eval.load_test.server_metrics import scrape
     from longctx_eval.load_test.sweep import run_sweep
-    from longctx_eval.models.openai_client import server_root
+    from longctx_eval.models.openai.client import server_root
 
     roots = [server_root(u) for u in getattr(client, "base_urls", [client.base_url])]
     key = os.environ.get(client.api_key_env) or None

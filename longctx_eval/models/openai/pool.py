@@ -15,8 +15,8 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from longctx_eval.models.openai_client import ServedClient, ServedRequest, ServedResult
-from longctx_eval.models.openai_limits import ClientLimits, RateLimiter
+from longctx_eval.models.openai.client import ServedClient, ServedRequest, ServedResult
+from longctx_eval.models.openai.limits import ClientLimits, RateLimiter
 
 AFFINITY_KEPT = 4096
 """Documents whose server is remembered (the oldest is forgotten first)."""

@@ -3,7 +3,7 @@ config before any request is sent, so a refused architecture is one skip with it
 per sample.
 
 The probe captures exact attention rows through a registered AttentionInterface function over one unpadded
-causal sequence and sets positions through the model's rotary embedding (`models/posprobe_forward.py`,
+causal sequence and sets positions through the model's rotary embedding (`models/posprobe/forward.py`,
 `attention_rows.py`, `rope_variants.py`); each check below names the part of that path a model lacks.
 """
 

@@ -2,7 +2,7 @@
 
 Chunks are encoded canonically (`encode_canonical`): each text is padded to its own length bucket and batched
 only with texts of the same bucket, so its vector does not depend on which other texts were encoded with it.
-That makes the chunk-vector cache (`models/embedding_cache.py`) exact: documents that share chunks (one
+That makes the chunk-vector cache (`models/retrieval/embedding_cache.py`) exact: documents that share chunks (one
 haystack, a needle at many depths) embed each distinct chunk once, and every vector is the one a fresh
 encoding of that text alone gives, bit for bit.
 """
@@ -19,11 +19,11 @@ import numpy as np
 from longctx_eval.assets import MINILM_SHA256
 from longctx_eval.hashing import cached_file_sha256
 from longctx_eval.models.base import model_meta
-from longctx_eval.models.chunk_retriever import ChunkRetriever
-from longctx_eval.models.embedding_cache import EmbeddingCache, Reuse
-from longctx_eval.models.index_cache import Arrays
 from longctx_eval.models.model_source import load_error, retriever_source, retriever_tokenizer
-from longctx_eval.models.rerank import load_reranker
+from longctx_eval.models.retrieval.chunk_retriever import ChunkRetriever
+from longctx_eval.models.retrieval.embedding_cache import EmbeddingCache, Reuse
+from longctx_eval.models.retrieval.index_cache import Arrays
+from longctx_eval.models.retrieval.rerank import load_reranker
 from longctx_eval.models.spec import ModelSpec
 from longctx_eval.progress import work_progress
 

@@ -34,11 +34,11 @@ from rich.markup import escape
 from longctx_eval.assets import cache_dir
 from longctx_eval.atomic_io import atomic_output
 from longctx_eval.errors import ConfigError, LongctxError
-from longctx_eval.models.cache_bound import prune
+from longctx_eval.models.retrieval.cache_bound import prune
 from longctx_eval.progress import console
 
 if TYPE_CHECKING:
-    from longctx_eval.models.embedding_cache import EmbeddingCache
+    from longctx_eval.models.retrieval.embedding_cache import EmbeddingCache
 
 FOLDER_ENV = "LONGCTX_EVAL_INDEX_CACHE"
 DISK_MB_ENV = "LONGCTX_EVAL_INDEX_CACHE_MB"
@@ -77,7 +77,7 @@ class IndexCache:
     def embeddings(self) -> EmbeddingCache:
         """The chunk-vector cache beside this one: `<folder>/embeddings` on disk (memory only without a folder)."""
         if self._embeddings is None:
-            from longctx_eval.models.embedding_cache import FOLDER, EmbeddingCache
+            from longctx_eval.models.retrieval.embedding_cache import FOLDER, EmbeddingCache
 
             folder = None if self.folder is None else self.folder / FOLDER
             self._embeddings = EmbeddingCache(

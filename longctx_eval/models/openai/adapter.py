@@ -1,5 +1,5 @@
 """`openai:<model>@<base_url>`: a model behind an OpenAI-compatible endpoint (vLLM, SGLang, llama.cpp,
-`longctx-eval serve`, hosted APIs), through the async `ServedClient` (models/openai_client.py).
+`longctx-eval serve`, hosted APIs), through the async `ServedClient` (models/openai/client.py).
 
 A runner batch is sent concurrently, at most `max_in_flight` requests at once, in the runner's order: requests
 on one context come back to back (runner._serving_order), and the client dispatches request i before i+1, so
@@ -25,12 +25,12 @@ from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError, PrerequisiteError
 from longctx_eval.hashing import sha256_text
 from longctx_eval.models.base import ModelAdapter, model_meta
-from longctx_eval.models.openai_client import ClientLimits, ServedClient, ServedRequest, ServedResult
-from longctx_eval.models.openai_pool import ServerPool
-from longctx_eval.models.openai_prompt import PromptRenderer, Rendered, load_served_tokenizer
-from longctx_eval.models.openai_reasoning import split_reasoning, strip_echoed_prefix
-from longctx_eval.models.openai_sampling import Sampling, greedy_sampling
-from longctx_eval.models.openai_target import known_window, parse_target
+from longctx_eval.models.openai.client import ClientLimits, ServedClient, ServedRequest, ServedResult
+from longctx_eval.models.openai.pool import ServerPool
+from longctx_eval.models.openai.prompt import PromptRenderer, Rendered, load_served_tokenizer
+from longctx_eval.models.openai.reasoning import split_reasoning, strip_echoed_prefix
+from longctx_eval.models.openai.sampling import Sampling, greedy_sampling
+from longctx_eval.models.openai.target import known_window, parse_target
 from longctx_eval.models.options import OpenAIOptions
 from longctx_eval.progress import console
 from longctx_eval.sample import Prediction, Request

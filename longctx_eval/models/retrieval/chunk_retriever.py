@@ -26,8 +26,8 @@ import numpy as np
 from longctx_eval.capability import Capability
 from longctx_eval.hashing import sha256_json, sha256_text
 from longctx_eval.models.base import ModelAdapter
-from longctx_eval.models.embedding_cache import Reuse
-from longctx_eval.models.index_cache import Arrays, IndexCache, Status, shared_cache
+from longctx_eval.models.retrieval.embedding_cache import Reuse
+from longctx_eval.models.retrieval.index_cache import Arrays, IndexCache, Status, shared_cache
 from longctx_eval.results import ModelMeta
 from longctx_eval.sample import Hit, Prediction, Request
 from longctx_eval.text.chunking import ChunkConfig, chunk_document

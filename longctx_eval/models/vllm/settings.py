@@ -35,7 +35,7 @@ def rope_override(o: VLLMOptions, config: Any) -> dict[str, Any] | None:
             if key in o.model_fields_set:
                 raise ConfigError(f"vllm: option {key} needs a rope variant (rope=linear|dynamic|ntk|yarn|yarn_notemp)")
         return None
-    from longctx_eval.models.rope_variants import check_variant, hf_parameters, variant_parameters
+    from longctx_eval.models.posprobe.rope_variants import check_variant, hf_parameters, variant_parameters
 
     check_variant(config, o.rope)
     native = int(config.max_position_embeddings)
