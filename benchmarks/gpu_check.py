@@ -368,11 +368,11 @@ def probe(cpu: bool, budget: Budget) -> dict[str, Any]:
     """The tiny references' attention rows, CUDA against CPU (the CPU half: the CPU against itself, to run it)."""
     import numpy as np
 
+    from longctx_eval.discovery import discover
     from longctx_eval.models.loader import load_model
     from longctx_eval.models.posprobe.forward import _rows_attention, forward_rows
     from longctx_eval.models.posprobe.references import REFERENCE_ROOT
     from longctx_eval.models.spec import parse_spec
-    from longctx_eval.run.discovery import discover
     from longctx_eval.run.sampling import build_samples
 
     out: dict[str, Any] = {"tolerance": ROW_TOLERANCE}

@@ -350,10 +350,10 @@ def prefix_cache_job(params: dict[str, Any]) -> dict[str, Any]:
     served as the runner serves them (a sample's requests back to back, batch 1) by two adapters: the default
     (prefix reuse) and `prefix_cache=false`, alternating request by request so load drifts on a shared machine
     hit both alike. Texts and token counts must agree (the job fails otherwise)."""
+    from longctx_eval.discovery import discover
     from longctx_eval.models.hf_prefix_cache import PrefixStats
     from longctx_eval.models.loader import load_model
     from longctx_eval.models.spec import parse_spec
-    from longctx_eval.run.discovery import discover
     from longctx_eval.run.sampling import build_samples
 
     on = load_model(parse_spec(MODEL))

@@ -81,7 +81,7 @@ def prefix_bound(depths: Sequence[float]) -> float:
 
 def build_grid(tokenizer: Any, params: dict[str, Any]) -> tuple[Any, list[Any], list[Any]]:
     """(task, samples, requests in the runner's serving order) of the needle grid in `params`."""
-    from longctx_eval.run.discovery import discover
+    from longctx_eval.discovery import discover
     from longctx_eval.run.sampling import build_samples
 
     info = discover()["needle"]

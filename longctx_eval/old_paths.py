@@ -33,7 +33,6 @@ MOVED: dict[str, str] = {
     "longctx_eval.dry_run": "longctx_eval.run.dry_run",
     "longctx_eval.cost": "longctx_eval.run.cost",
     "longctx_eval.cost_estimate": "longctx_eval.run.cost_estimate",
-    "longctx_eval.discovery": "longctx_eval.run.discovery",
     "longctx_eval.validate_task": "longctx_eval.run.validate_task",
     "longctx_eval.result_text": "longctx_eval.scoring.labels",
     "longctx_eval.metrics.metric_rows": "longctx_eval.scoring.rows",

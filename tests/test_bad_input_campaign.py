@@ -17,8 +17,8 @@ import pytest
 from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
+from longctx_eval.discovery import discover
 from longctx_eval.errors import TaskDefinitionError
-from longctx_eval.run.discovery import discover
 
 NEEDLE = [*tiny_needle("256"), "--limit", "1"]
 

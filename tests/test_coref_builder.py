@@ -13,8 +13,8 @@ from data_builders.coref.haystack import as_long, measure
 from data_builders.coref.splits import ontogum
 from data_builders.dataset.export import BuildReport, build_dataset
 from data_builders.dataset.registry import BuildConfig, builders
+from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError, DataError
-from longctx_eval.run.discovery import discover
 from longctx_eval.text.tokenizer import Tokenizer
 
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from data_builders.coref.splits import ontonotes, ontonotes_paths
+from longctx_eval.discovery import discover
 from longctx_eval.errors import DataError, TaskUnavailable
-from longctx_eval.run.discovery import discover
 
 # OntoNotes CoNLL-2012 *_gold_conll: the number of predicate-argument columns changes from sentence to sentence.
 PART0 = """#begin document (bc/cctv/00/cctv_0001); part 000

@@ -15,12 +15,12 @@ from data_builders.coref.haystack import as_long
 from data_builders.coref.score_command import cmd_coref_score, score_files
 from data_builders.coref.synthetic import synthetic_document
 from longctx_eval import Prediction
+from longctx_eval.discovery import discover
 from longctx_eval.metrics.coref import score_clusters
 from longctx_eval.metrics.coref_protocol import batches, close_links, parse_answers
 from longctx_eval.models.coref_baseline import resolve
 from longctx_eval.models.loader import load_model
 from longctx_eval.models.spec import parse_spec
-from longctx_eval.run.discovery import discover
 
 DOC = """#begin document (t); part 000
 t\t0\t0\tMary\t(0

@@ -114,7 +114,7 @@ def test_load_dataset_round_trip_gives_the_exact_needle_docs(built, bpe_file, tm
 
 
 def _needle_task(**kwargs):
-    from longctx_eval.run.discovery import discover
+    from longctx_eval.discovery import discover
 
     return discover().get("needle").factory(**kwargs)
 

@@ -244,7 +244,7 @@ def test_per_length_rope_generation_builds_no_tensor_on_an_implicit_device(tiny_
 
 
 def _probe_requests(adapter, length: int = 256):
-    from longctx_eval.run.discovery import discover
+    from longctx_eval.discovery import discover
     from longctx_eval.run.sampling import build_samples
 
     info = discover().get("posprobe")

@@ -135,11 +135,11 @@ def test_cache_scenarios_distinct_suite_and_hit(serve_hf, tmp_path, capsys):
     """cold: every request its own prompt, distinct from its first line; suite: the run's prompts, refused when
     the sweep needs more; hit: the same prompt after a prewarm, every request counted as reused."""
     from longctx_eval.cli import main
+    from longctx_eval.discovery import discover, select
     from longctx_eval.load_test.prompts import LEAD, build_pool
     from longctx_eval.models.loader import load_model
     from longctx_eval.models.spec import parse_spec
     from longctx_eval.run.config import TaskPlan
-    from longctx_eval.run.discovery import discover, select
 
     spec = f"openai:{SERVE_MODEL}@{serve_hf}?tokenizer=smollm2-135m"
     info = select(discover(()), ("needle",))[0]

@@ -15,8 +15,8 @@ from data_builders.dataset.registry import BuildConfig
 from data_builders.needle.grid import PROMPT_TEMPLATE
 from data_builders.needle.storage import rebuild, split_insertions
 from data_builders.needle.variant_builder import VARIANT_FEATURES, documents_by_id, materialize, variant_sample
+from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError, DataError
-from longctx_eval.run.discovery import discover
 
 LENGTHS = (512, 900)
 GRID = {"needle_multikey": (2, 2), "needle_lowlex": (3, 1)}  # depths, per_cell

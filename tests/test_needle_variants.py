@@ -10,7 +10,7 @@ import pytest
 
 from longctx_eval import Hit, Prediction
 from longctx_eval.cli import main
-from longctx_eval.run.discovery import discover
+from longctx_eval.discovery import discover
 from longctx_eval.run.sampling import dataset_hash
 from longctx_eval.scoring.score import score_one
 

@@ -6,7 +6,7 @@ import json
 import re
 
 from longctx_eval.cli import main
-from longctx_eval.run.discovery import discover
+from longctx_eval.discovery import discover
 from tests.conftest import REPO
 
 

@@ -15,8 +15,8 @@ from data_builders.retrieval.bank import BANK
 from data_builders.retrieval.builder import context_of
 from data_builders.retrieval.docs import BUCKETS, RETRIEVAL, build_retrieval_doc, query_bucket
 from longctx_eval import Hit, Prediction
+from longctx_eval.discovery import discover
 from longctx_eval.hashing import sha256_json
-from longctx_eval.run.discovery import discover
 from longctx_eval.text.chunking import ChunkConfig, chunk_document
 from longctx_eval.text.offset_index import OffsetIndex
 

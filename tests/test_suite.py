@@ -7,10 +7,10 @@ import json
 import pytest
 
 from longctx_eval.cli import main
+from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.kinds import MODEL_KINDS
 from longctx_eval.models.spec import parse_spec
-from longctx_eval.run.discovery import discover
 from longctx_eval.run.suite import load_suite
 
 

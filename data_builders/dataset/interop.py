@@ -18,10 +18,10 @@ import pyarrow.parquet as pq
 
 from data_builders.cross_paragraph.grid import row_sample
 from data_builders.needle.builder import documents_by_id, needle_sample
+from longctx_eval.discovery import discover
 from longctx_eval.errors import DataError
 from longctx_eval.export.built_dataset import BuiltDataset, read_built
 from longctx_eval.export.targets import EXPORTABLE
-from longctx_eval.run.discovery import discover
 from longctx_eval.sample import Prediction, Request, Sample
 from longctx_eval.scoring.score import score_one
 from longctx_eval.task import Task

@@ -17,9 +17,9 @@ from longctx_eval.progress import console
 if TYPE_CHECKING:
     from longctx_eval.load_test.sweep import SweepConfig
     from longctx_eval.models.base import ModelAdapter
+    from longctx_eval.models.model_spec import ModelSpec
     from longctx_eval.models.openai.client import ServedClient, ServedRequest
     from longctx_eval.models.openai.pool import ServerPool
-    from longctx_eval.models.spec import ModelSpec
 
 DEFAULT_TASKS = "needle"
 
@@ -89,6 +89,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_load(args: argparse.Namespace) -> int:
     """Build the prompts, sweep the levels, write JSON and PNG after each level; 1 when a level had failures."""
+    from longctx_eval.discovery import discover, select
     from longctx_eval.load_test.prompts import build_pool
     from longctx_eval.load_test.report import KIND, table, write_json, write_plot
     from longctx_eval.load_test.sweep import SweepConfig
@@ -97,7 +98,6 @@ def cmd_load(args: argparse.Namespace) -> int:
     from longctx_eval.models.spec import parse_spec, slug
     from longctx_eval.provenance import environment, suite_info
     from longctx_eval.run.config import TaskPlan, check_limit, parse_lengths, parse_task_args, parse_tasks
-    from longctx_eval.run.discovery import discover, select
 
     spec = parse_spec(args.model)
     if spec.kind != "openai":

@@ -10,13 +10,14 @@ from longctx_eval.atomic_io import ensure_dir
 from longctx_eval.cli import add_include_path
 from longctx_eval.cli.composite_flags import add_composite_flags, composite_config
 from longctx_eval.cli.effective_flags import add_effective_flags, effective_config
+from longctx_eval.discovery import discover, in_tree_tasks, select
 from longctx_eval.errors import ConfigError
-from longctx_eval.models.spec import ModelSpec, check_distinct_names, expand_models, parse_spec
+from longctx_eval.models.model_spec import ModelSpec
+from longctx_eval.models.spec import check_distinct_names, expand_models, parse_spec
 from longctx_eval.progress import console
 from longctx_eval.registry import Registry
 from longctx_eval.run.config import RunConfig, TaskPlan, check_limit, parse_lengths, parse_task_args, parse_tasks
 from longctx_eval.run.cost import Budget, PriceTable, load_prices
-from longctx_eval.run.discovery import discover, in_tree_tasks, select
 from longctx_eval.run.dry_run import DEFAULT_OUTPUT_TPS, DEFAULT_PROMPT_TPS
 from longctx_eval.run_folder.naming import run_dir_for
 from longctx_eval.task import TaskInfo

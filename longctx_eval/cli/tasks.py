@@ -8,7 +8,7 @@ from rich.console import Console
 from rich.table import Table
 
 from longctx_eval.cli import add_include_path
-from longctx_eval.run.discovery import discover
+from longctx_eval.discovery import discover
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

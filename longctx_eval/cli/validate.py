@@ -24,8 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_validate(args: argparse.Namespace) -> int:
     """Print each check; 1 when any fails."""
+    from longctx_eval.discovery import discover
     from longctx_eval.models.spec import parse_spec
-    from longctx_eval.run.discovery import discover
     from longctx_eval.run.validate_task import validate_task
 
     info = discover(args.include_path).get(args.name)

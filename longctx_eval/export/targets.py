@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from longctx_eval.capability import Capability
+from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError
 from longctx_eval.export.built_dataset import BuiltDataset
-from longctx_eval.run.discovery import discover
 from longctx_eval.task import TaskInfo
 
 

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from longctx_eval.capability import Capability
 from longctx_eval.errors import DataError
 from longctx_eval.models.base import ModelAdapter, model_meta
+from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.options import PRONOUN_WINDOW
-from longctx_eval.models.spec import ModelSpec
 from longctx_eval.sample import Prediction, Request
 
 VERSION = "1"

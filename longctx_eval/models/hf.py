@@ -35,8 +35,8 @@ from longctx_eval.models.hf_config import LoadPlan, plan_load
 from longctx_eval.models.hf_generate import FirstTokenClock, neutral_generation_config, timing
 from longctx_eval.models.hf_prefix_cache import PrefixCache, _positions_fixed
 from longctx_eval.models.model_source import hf_source, hf_tokenizer_pair, load_error
+from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.options import HF_BATCH_SIZE, HFOptions
-from longctx_eval.models.spec import ModelSpec
 from longctx_eval.sample import Prediction, Request
 
 RENDER_CACHE = 64

@@ -19,7 +19,7 @@ from longctx_eval.registry import Registry
 
 if TYPE_CHECKING:
     from longctx_eval.models.base import ModelAdapter
-    from longctx_eval.models.spec import ModelSpec
+    from longctx_eval.models.model_spec import ModelSpec
     from longctx_eval.text.tokenizer import Tokenizer
 
 
@@ -40,6 +40,34 @@ class AdapterKind:
     serves: frozenset[Capability] | None = None
     """What the kind's adapters serve, declared without loading them (None: known only once loaded). A composite
     kind (`rag`) checks its parts against it before anything loads; the adapter's own `capabilities` still rule."""
+    default_name: str | None = None
+    """"module:function" (target) -> the display name of a spec without `?name=` (None: `kind-target`, or `kind`)."""
+    served_model: str | None = None
+    """"module:function" (ModelSpec) -> the served model it sends requests to, for kinds that call a server that
+    may bill them (run/cost.py prices those); None: the kind runs locally, at cost 0."""
+    parse: str | None = None
+    """"module:function" (raw, target, query values) -> ModelSpec, for a composite kind whose target is itself
+    specs (`rag`); None: the generic parser (models/spec.py) parses the kind's options."""
+
+    @property
+    def served(self) -> bool:
+        """Whether the kind's models send requests to a server that may bill them."""
+        return self.served_model is not None
+
+    def name_for(self, target: str) -> str:
+        """The display name of a spec of this kind without `?name=` (needs `default_name`)."""
+        assert self.default_name is not None
+        return _resolve(self.default_name, self.name)(target)
+
+    def served_model_of(self, spec: ModelSpec) -> str:
+        """The served model a spec of this kind sends requests to (needs `served_model`)."""
+        assert self.served_model is not None
+        return _resolve(self.served_model, self.name)(spec)
+
+    def parse_composite(self, raw: str, target: str, values: dict[str, str]) -> ModelSpec:
+        """Parse a composite kind's spec with its own hook (needs `parse`)."""
+        assert self.parse is not None
+        return _resolve(self.parse, self.name)(raw, target, values)
 
     def load(self, spec: ModelSpec) -> ModelAdapter:
         """Import the adapter class and build it."""
@@ -106,6 +134,7 @@ _BUILTIN = (
         "&rope=none|linear|dynamic|ntk|yarn|yarn_notemp&rope_factor=F&train_length=N&prefix_cache=true&name=N]",
         check_target=_check_local_target,
         serves=frozenset({Capability.GENERATE, Capability.ATTENTION}),
+        default_name="longctx_eval.models.spec:name_from_path",
     ),
     AdapterKind(
         name="vllm",
@@ -130,6 +159,7 @@ _BUILTIN = (
         "&rerank=maxsim&rerank_depth=20&name=N]",
         check_target=_check_local_target,
         serves=frozenset({Capability.RETRIEVE}),
+        default_name="longctx_eval.models.spec:name_from_path",
     ),
     AdapterKind(
         name="bm25",
@@ -178,6 +208,7 @@ _BUILTIN = (
         example="rag:<retriever>+<generator>[?k=5&iterative=false&hops=2&chunk_tokens=N&chunk_overlap=N"
         "&retriever.KEY=V&generator.KEY=V&name=N]",
         serves=frozenset({Capability.GENERATE}),
+        parse="longctx_eval.models.rag.spec:parse_rag",
     ),
     AdapterKind(
         name="openai",
@@ -190,6 +221,8 @@ _BUILTIN = (
         "&max_in_flight=8&rpm=R&tpm=T&timeout=600&max_attempts=6&thinking_tokens=N&name=N]",
         check_target=_check_openai_target,
         serves=frozenset({Capability.GENERATE}),
+        default_name="longctx_eval.models.openai.target:default_name",
+        served_model="longctx_eval.models.openai.target:served_model",
     ),
 )
 for _kind in _BUILTIN:

@@ -17,7 +17,7 @@ from longctx_eval.models.posprobe.references import REFERENCE_MODELS, reference_
 from longctx_eval.text.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
-    from longctx_eval.models.spec import ModelSpec
+    from longctx_eval.models.model_spec import ModelSpec
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 EMBEDDED_HF = ("smollm2-135m", *REFERENCE_MODELS)

@@ -1,1 +1,1 @@
-"""The run: config and suites, task discovery, sampling, the runner, dry runs, cost and validate-task."""
+"""The run: config and suites, sampling, the runner, dry runs, cost and validate-task."""

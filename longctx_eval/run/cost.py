@@ -16,15 +16,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from longctx_eval.errors import ConfigError
+from longctx_eval.models.kinds import MODEL_KINDS
 
 if TYPE_CHECKING:
     from longctx_eval.models.base import ModelAdapter
-    from longctx_eval.models.spec import ModelSpec
+    from longctx_eval.models.model_spec import ModelSpec
     from longctx_eval.sample import Prediction, Request
 
 PRICES = Path(__file__).with_name("prices.toml")
-SERVED_KINDS = frozenset({"openai"})
-"""Adapter kinds that send requests to a server that may bill them; every other kind runs locally at cost 0."""
 PER_TOKENS = 1_000_000
 
 
@@ -93,10 +92,9 @@ def load_prices(path: Path | None = None) -> PriceTable:
 
 def served_model(spec: ModelSpec) -> str | None:
     """The served model name a spec sends requests to (its own or a part's), None for a local model."""
-    if spec.kind in SERVED_KINDS:
-        from longctx_eval.models.openai.target import parse_target
-
-        return parse_target(spec.target, spec.raw).model
+    kind = MODEL_KINDS.get(spec.kind)
+    if kind.served:  # the kind declares it calls a server that may bill it (AdapterKind.served_model)
+        return kind.served_model_of(spec)
     for part in spec.parts:
         name = served_model(part)
         if name is not None:

@@ -14,7 +14,7 @@ from pathlib import Path
 from longctx_eval.errors import ConfigError, LongctxError, TaskUnavailable
 from longctx_eval.models.base import ModelAdapter
 from longctx_eval.models.loader import load_model
-from longctx_eval.models.spec import ModelSpec
+from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.progress import status
 from longctx_eval.run.config import RunConfig, TaskPlan
 from longctx_eval.run.cost import ModelPrice, PriceTable, output_budget, price_of

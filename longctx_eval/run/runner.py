@@ -21,19 +21,19 @@ from longctx_eval.errors import ConfigError, LongctxError, ModelFileError, Outpu
 from longctx_eval.hashing import sha256_text
 from longctx_eval.models.base import ModelAdapter
 from longctx_eval.models.loader import load_model
-from longctx_eval.models.spec import ModelSpec
+from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.progress import console, progress_bar, status
 from longctx_eval.provenance import environment, suite_info
 from longctx_eval.results import Skipped, failure_summary, task_failed
 from longctx_eval.run.config import RunConfig, TaskPlan
 from longctx_eval.run.cost import Budget, BudgetStop, output_budget
-from longctx_eval.run.sampling import build_samples, dataset_hash, stratum_of
+from longctx_eval.run.sampling import build_samples, dataset_hash
 from longctx_eval.run_folder.lock import RunFolderBusy, RunLock
 from longctx_eval.run_folder.manifest import Manifest, TaskEntry, now_iso, read_manifest, write_manifest
 from longctx_eval.run_folder.naming import check_same_identity, check_same_model, run_dir_for
 from longctx_eval.run_folder.paths import inside
 from longctx_eval.run_folder.predictions import PredictionStore, prediction_key, prediction_to_record
-from longctx_eval.sample import Prediction, Request, Sample
+from longctx_eval.sample import Prediction, Request, Sample, stratum_of
 from longctx_eval.scoring.score import print_summary, score_run_dir
 from longctx_eval.task import Task, TaskInfo
 

@@ -8,10 +8,9 @@ from dataclasses import dataclass
 
 from longctx_eval.errors import TaskDefinitionError
 from longctx_eval.hashing import sha256_json, sha256_text
-from longctx_eval.sample import Sample
+from longctx_eval.sample import Sample, Stratum, stratum_of
 from longctx_eval.task import Task, TaskInfo
 
-Stratum = tuple[int, float | None]
 """(target_tokens, depth or None): the cells a leaderboard shows."""
 
 
@@ -21,12 +20,6 @@ class SampleSet:
 
     samples: list[Sample]
     planned: dict[Stratum, int]
-
-
-def stratum_of(sample: Sample) -> Stratum:
-    """A sample's (length, depth) cell; depth is None for tasks without a depth grid."""
-    depth = sample.metadata.get("depth")
-    return int(sample.metadata["target_tokens"]), None if depth is None else float(depth)
 
 
 def _key(sample: Sample) -> Hashable:

@@ -17,7 +17,7 @@ from typing import Any
 from longctx_eval.capability import Capability
 from longctx_eval.errors import LongctxError
 from longctx_eval.models.loader import load_tokenizer_of
-from longctx_eval.models.spec import ModelSpec
+from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.run.sampling import build_samples, dataset_hash
 from longctx_eval.sample import Prediction, Sample
 from longctx_eval.scoring.score import score_one

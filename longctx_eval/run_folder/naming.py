@@ -5,7 +5,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from longctx_eval.errors import ConfigError
-from longctx_eval.models.spec import ModelSpec, renamed, slug
+from longctx_eval.models.model_spec import ModelSpec
+from longctx_eval.models.spec import renamed, slug
 from longctx_eval.run_folder.manifest import Manifest
 
 

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
+from longctx_eval.discovery import discover
 from longctx_eval.errors import LongctxError, RunFileError
 from longctx_eval.hashing import sha256_json, sha256_text
 from longctx_eval.metrics.aggregate import Metric, rate
@@ -34,12 +35,10 @@ from longctx_eval.results import (
     task_failed,
     write_run,
 )
-from longctx_eval.run.discovery import discover
-from longctx_eval.run.sampling import stratum_of
 from longctx_eval.run_folder.manifest import Manifest, TaskEntry, read_manifest
 from longctx_eval.run_folder.predictions import PredictionStore, combine_parts, record_to_prediction
 from longctx_eval.run_folder.score_lines import score_record, scores_path, write_scores
-from longctx_eval.sample import Prediction, Sample, Score
+from longctx_eval.sample import Prediction, Sample, Score, stratum_of
 from longctx_eval.scoring.composite import CompositeConfig, with_composite
 from longctx_eval.scoring.contrasts import contrast_results
 from longctx_eval.scoring.curves import curve_results

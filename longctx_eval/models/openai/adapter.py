@@ -36,7 +36,7 @@ from longctx_eval.progress import console
 from longctx_eval.sample import Prediction, Request
 
 if TYPE_CHECKING:
-    from longctx_eval.models.spec import ModelSpec
+    from longctx_eval.models.model_spec import ModelSpec
     from longctx_eval.sample import Sample
     from longctx_eval.task import Task
 

@@ -26,9 +26,9 @@ from longctx_eval.sample import Request
 from longctx_eval.text.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
+    from longctx_eval.models.model_spec import ModelSpec
     from longctx_eval.models.openai.server_tokenizer import ServerTokenizerProbe
     from longctx_eval.models.options import OpenAIOptions
-    from longctx_eval.models.spec import ModelSpec
 
 CHAT_MESSAGE_TOKENS = 3
 """tiktoken counting of chat prompts (OpenAI's published rule): 3 tokens per message, 3 to prime the reply."""

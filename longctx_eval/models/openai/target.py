@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from longctx_eval.errors import ConfigError
+
+if TYPE_CHECKING:
+    from longctx_eval.models.model_spec import ModelSpec
 
 FORM = (
     "openai:<model>@<base_url>[,<base_url>...], e.g. openai:Qwen/Qwen2.5-7B-Instruct@http://localhost:8000/v1 "
@@ -107,3 +111,8 @@ def default_name(target: str) -> str:
     found = list(_URL_AT.finditer(target))
     model = target[: found[-1].start()] if found else target
     return model.rstrip("/").rsplit("/", 1)[-1] or "openai"
+
+
+def served_model(spec: ModelSpec) -> str:
+    """The model an `openai:` spec sends requests to (its AdapterKind's `served_model`, for pricing)."""
+    return parse_target(spec.target, spec.raw).model

@@ -12,6 +12,7 @@ from longctx_eval.errors import ConfigError
 from longctx_eval.hashing import sha256_text
 from longctx_eval.models.base import ModelAdapter, model_meta
 from longctx_eval.models.loader import load_model, load_tokenizer_of
+from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.options import RagOptions
 from longctx_eval.models.rag.prompt import (
     NOTE_ANSWER_PREFIX,
@@ -24,7 +25,6 @@ from longctx_eval.models.rag.prompt import (
     passages_text,
     substitute_context,
 )
-from longctx_eval.models.spec import ModelSpec
 from longctx_eval.results import ModelMeta
 from longctx_eval.sample import Hit, Prediction, Request, RetrievalParams, Sample
 from longctx_eval.text.tokenizer import Tokenizer

@@ -12,8 +12,9 @@ from urllib.parse import urlencode
 from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.kinds import MODEL_KINDS
+from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.options import RagOptions, parse_options
-from longctx_eval.models.spec import ModelSpec, parse_spec
+from longctx_eval.models.spec import parse_spec
 
 FORM = "rag:<retriever>+<generator> (e.g. rag:bm25+smollm2-135m)"
 ROLES = {"retriever": Capability.RETRIEVE, "generator": Capability.GENERATE}

@@ -20,7 +20,7 @@ from longctx_eval.registry import Registry
 from longctx_eval.task import TaskInfo, take_pending
 
 ENTRY_POINT_GROUP = "longctx_eval.tasks"
-IN_TREE = Path(__file__).resolve().parents[2] / "tasks"
+IN_TREE = Path(__file__).resolve().parent.parent / "tasks"
 PLUGIN_ROOT = "longctx_eval_plugins"
 
 
