@@ -42,7 +42,7 @@ QUESTION = "What is the special magic number for {key}?"
 
 def doc_path(length: int, samples: int, seed: int) -> Path:
     """Where the haystack and the samples' insertions are kept (a few MB, not N contexts)."""
-    from longctx_eval.assets import cache_dir
+    from longctx_eval.models.assets import cache_dir
 
     return cache_dir() / "bench" / "embedding_reuse" / f"needles-{length}-{samples}-{seed}.json"
 
@@ -55,7 +55,7 @@ def build_job(params: dict[str, Any]) -> dict[str, Any]:
     from data_builders.haystack.assembly import haystack_text
     from data_builders.haystack.span_insertion import place
     from data_builders.needle.insertion import make_key, make_value
-    from longctx_eval.assets import load_tokenizer
+    from longctx_eval.models.assets import load_tokenizer
 
     length, samples, seed = params["length"], params["samples"], params["seed"]
     path = doc_path(length, samples, seed)
@@ -246,7 +246,7 @@ def _vector_check(adapter: Any, dense: Any, embed: Any, context: str, n: int) ->
 def diff_job(params: dict[str, Any]) -> dict[str, Any]:
     """Chunks of each sample that are no chunk of the bare haystack (cut to L tokens), greedy and resync."""
     from data_builders.needle.grid import RETRIEVAL
-    from longctx_eval.assets import load_tokenizer
+    from longctx_eval.models.assets import load_tokenizer
     from longctx_eval.text.chunking import ChunkConfig, chunk_document
 
     hay, rows = _contexts(params)

@@ -414,7 +414,7 @@ def minilm(cpu: bool) -> dict[str, Any]:
     import numpy as np
 
     from data_builders import get_source
-    from longctx_eval.text.semantic_embed import minilm_embedder
+    from longctx_eval.models.semantic_embed import minilm_embedder
 
     paragraphs = get_source("synthetic").paragraphs(seed=3)
     texts = [next(paragraphs)[:400] for _ in range(512)]

@@ -41,7 +41,7 @@ def peak_rss_mib() -> float:
 
 def doc_paths(length: int, seed: int) -> tuple[Path, Path]:
     """Where the benchmark document of `length` tokens and its queries are kept."""
-    from longctx_eval.assets import cache_dir
+    from longctx_eval.models.assets import cache_dir
 
     folder = cache_dir() / "bench" / "retrieval"
     return folder / f"retrieval-{length}-{seed}.txt", folder / f"retrieval-{length}-{seed}.json"
@@ -51,7 +51,7 @@ def build_job(params: dict[str, Any]) -> dict[str, Any]:
     """Build (or reuse) the task's document of `length` MiniLM tokens; its queries and gold spans beside it."""
     from data_builders import get_source
     from data_builders.retrieval.docs import build_retrieval_doc
-    from longctx_eval.assets import load_tokenizer
+    from longctx_eval.models.assets import load_tokenizer
 
     length, seed = params["length"], params["seed"]
     text_path, meta_path = doc_paths(length, seed)

@@ -330,7 +330,7 @@ def served_job(params: dict[str, Any]) -> dict[str, Any]:
     """`openai:` against `vllm serve` on loopback: the runner's batches with 8 in flight (ours), one request in
     flight with the server's prefix cache, and one in flight with the cache emptied before each request (the
     server's /reset_prefix_cache, which VLLM_SERVER_DEV_MODE=1 opens)."""
-    from longctx_eval.assets import smollm2_dir
+    from longctx_eval.models.assets import smollm2_dir
     from longctx_eval.models.loader import load_model
     from longctx_eval.models.spec import parse_spec
 
@@ -413,8 +413,8 @@ def lm_eval_job(params: dict[str, Any]) -> dict[str, Any]:
     from lm_eval.api.registry import get_model
     from lm_eval.tasks import TaskManager
 
-    from longctx_eval.assets import smollm2_dir
     from longctx_eval.metrics.text_match import contains_answer
+    from longctx_eval.models.assets import smollm2_dir
     from longctx_eval.models.hf import uses_chat
     from longctx_eval.models.model_source import hf_tokenizer_pair
     from longctx_eval.models.spec import parse_spec

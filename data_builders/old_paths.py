@@ -6,7 +6,7 @@ MOVED: dict[str, str] = {
     "data_builders.synthetic_narrative": "data_builders.haystack.synthetic_narrative",
     "data_builders.narrative_lexicon": "data_builders.haystack.narrative_lexicon",
     "data_builders.narrative_templates": "data_builders.haystack.narrative_templates",
-    "data_builders.fetch_prose": "data_builders.haystack.fetch_prose",
+    "data_builders.fetch_prose": "data_builders.haystack.sources.fetch_prose",
     "data_builders.sources": "data_builders.haystack.sources",
     "data_builders.sources.austen": "data_builders.haystack.sources.austen",
     "data_builders.sources.austen_corpus": "data_builders.haystack.sources.austen_corpus",
@@ -49,5 +49,4 @@ MOVED: dict[str, str] = {
     "data_builders.dataset_card": "data_builders.dataset.card",
     "data_builders.export": "data_builders.dataset.export",
     "data_builders.hub": "data_builders.dataset.hub",
-    "data_builders.interop": "data_builders.dataset.interop",
 }  # end of MOVED

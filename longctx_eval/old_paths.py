@@ -11,10 +11,11 @@ from __future__ import annotations
 import importlib
 import importlib.abc
 import importlib.machinery
+import importlib.util
 import sys
 import warnings
 from collections.abc import Callable, Mapping, Sequence
-from types import ModuleType
+from types import CodeType, ModuleType
 from typing import Any
 
 MOVED: dict[str, str] = {
@@ -87,6 +88,8 @@ MOVED: dict[str, str] = {
     "longctx_eval.models.vllm_engine": "longctx_eval.models.vllm.engine",
     "longctx_eval.models.vllm_settings": "longctx_eval.models.vllm.settings",
     "longctx_eval.cli.load": "longctx_eval.cli.load_test",
+    "longctx_eval.assets": "longctx_eval.models.assets",
+    "longctx_eval.text.semantic_embed": "longctx_eval.models.semantic_embed",
 }  # end of MOVED
 
 
@@ -106,6 +109,12 @@ class _AliasLoader(importlib.abc.Loader):
 
     def exec_module(self, module: ModuleType) -> None:
         """Nothing to run: the new module already ran."""
+
+    def get_code(self, fullname: str) -> CodeType | None:
+        """The new module's code, so `python -m <old name>` still runs it."""
+        spec = importlib.util.find_spec(self.new)
+        loader = spec.loader if spec is not None else None
+        return loader.get_code(self.new) if isinstance(loader, importlib.abc.InspectLoader) else None
 
 
 class OldPathFinder(importlib.abc.MetaPathFinder):

@@ -16,11 +16,11 @@ from data_builders.cross_paragraph.facts import RELATIONS, Fact, check_unambiguo
 from data_builders.cross_paragraph.grid import MAX_NEW_TOKENS, PROMPT_TEMPLATE, cross_cells, distances_for, row_sample
 from data_builders.dataset.export import build_dataset
 from data_builders.dataset.registry import BuildConfig
-from longctx_eval.assets import load_tokenizer
 from longctx_eval.cli import main
 from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.metrics.aggregate import mean
+from longctx_eval.models.assets import load_tokenizer
 from longctx_eval.run.sampling import build_samples
 from longctx_eval.sample import Hit, Prediction, Request, Score
 from longctx_eval.task import Task

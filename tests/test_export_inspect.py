@@ -53,7 +53,7 @@ def test_the_file_is_an_inspect_task_sending_our_prompts(cross_dataset, tmp_path
     from inspect_ai.scorer import Target
     from inspect_ai.solver import TaskState
 
-    from data_builders.dataset.interop import exported_task
+    from data_builders.interop import exported_task
 
     file = export("cross_paragraph", cross_dataset, tmp_path / "cross_task.py")
     spec = importlib.util.spec_from_file_location("cross_task", file)

@@ -16,7 +16,7 @@ from longctx_eval.export.targets import EXPORTABLE
 
 
 def test_every_exportable_task_has_a_row_reader():
-    from data_builders.dataset.interop import ROW_READERS
+    from data_builders.interop import ROW_READERS
 
     assert set(ROW_READERS) == set(EXPORTABLE)
 
@@ -75,7 +75,7 @@ def chat_text(prompt: str, answer_prefix: str) -> str:
     """The text our hf: adapter's render_ids tokenizes for SmolLM2: chat template, generation prompt, prefix."""
     from transformers import AutoTokenizer
 
-    from longctx_eval.assets import smollm2_dir
+    from longctx_eval.models.assets import smollm2_dir
 
     hf_tok = AutoTokenizer.from_pretrained(str(smollm2_dir()))
     messages = [{"role": "user", "content": prompt}]
@@ -87,8 +87,8 @@ def test_lm_eval_loads_our_prompts_budgets_and_scorer(cross_dataset, tmp_path): 
     from lm_eval.tasks import TaskManager
     from transformers import AutoTokenizer
 
-    from data_builders.dataset.interop import exported_task
-    from longctx_eval.assets import smollm2_dir
+    from data_builders.interop import exported_task
+    from longctx_eval.models.assets import smollm2_dir
 
     out = export("cross_paragraph", cross_dataset, tmp_path / "lm")
     name = f"longctx_cross_paragraph_{LENGTH}"
@@ -120,8 +120,8 @@ def test_lm_eval_hf_reproduces_our_replies_and_scores(interop_datasets, interop_
     lm_eval = pytest.importorskip("lm_eval", reason="lm-eval is the `interop` extra (`make test` installs it)")
     from lm_eval.tasks import TaskManager
 
-    from data_builders.dataset.interop import exported_task
-    from longctx_eval.assets import smollm2_dir
+    from data_builders.interop import exported_task
+    from longctx_eval.models.assets import smollm2_dir
 
     assert lm_eval.__version__ == "0.4.13"
     folders = [str(export(task, ds, tmp_path / task)) for task, ds in interop_datasets.items()]

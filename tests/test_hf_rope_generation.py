@@ -162,8 +162,8 @@ def test_per_length_rope_generation_uses_the_probes_rule(sharp_llama, tmp_path):
 def test_smollm2_linear_rope_changes_the_needle_answers_and_equals_its_config_folder(tmp_path, capsys):
     """The issue's measurement: smollm2-135m?rope=linear&rope_factor=4 on needle at 1K generated exactly the
     unscaled text. Now it does not, and it is token for token the model whose config.json says linear x4."""
-    from longctx_eval.assets import smollm2_dir
     from longctx_eval.discovery import discover
+    from longctx_eval.models.assets import smollm2_dir
     from longctx_eval.run.sampling import build_samples
 
     plain = load_model(parse_spec("smollm2-135m"))

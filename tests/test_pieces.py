@@ -46,7 +46,7 @@ def test_token_offsets_by_paragraph_are_the_whole_texts(documents, minilm_tokeni
 
 
 def test_other_tokenizers_are_tokenized_whole(bpe_tokenizer, documents):
-    from longctx_eval.assets import load_tokenizer
+    from longctx_eval.models.assets import load_tokenizer
 
     assert not pieces.separable(bpe_tokenizer)  # byte-level BPE: whitespace is part of its tokens
     assert not pieces.separable(load_tokenizer("smollm2-135m"))

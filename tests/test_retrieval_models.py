@@ -7,9 +7,9 @@ import pytest
 
 from data_builders import get_source
 from data_builders.retrieval.docs import RETRIEVAL, build_retrieval_doc
-from longctx_eval.assets import MINILM_SHA256
 from longctx_eval.errors import ConfigError
 from longctx_eval.metrics.retrieval import covering_ranks
+from longctx_eval.models.assets import MINILM_SHA256
 from longctx_eval.models.kinds import MODEL_KINDS
 from longctx_eval.models.retrieval import hybrid as hybrid_module
 from longctx_eval.models.retrieval.dense import DenseIndexer

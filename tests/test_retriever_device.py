@@ -39,7 +39,7 @@ def test_maxsim_and_the_semantic_embedder_default_to_auto():
     import inspect
 
     from longctx_eval.models.retrieval.rerank_maxsim import MaxSimReranker
-    from longctx_eval.text.semantic_embed import minilm_embedder
+    from longctx_eval.models.semantic_embed import minilm_embedder
 
     assert inspect.signature(MaxSimReranker).parameters["device"].default == "auto"
     assert inspect.signature(minilm_embedder).parameters["device"].default == "auto"

@@ -95,7 +95,7 @@ def tiny_model(tmp_path_factory):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from longctx_eval.assets import smollm2_dir
+    from longctx_eval.models.assets import smollm2_dir
 
     smol = smollm2_dir()
     tok = AutoTokenizer.from_pretrained(str(smol))

@@ -21,7 +21,7 @@ HAS_VLLM = importlib.util.find_spec("vllm") is not None
 def smollm2_config():
     from transformers import AutoConfig
 
-    from longctx_eval.assets import smollm2_dir
+    from longctx_eval.models.assets import smollm2_dir
 
     return AutoConfig.from_pretrained(str(smollm2_dir()))
 

@@ -1,7 +1,7 @@
 """The shipped coreference corpora: two tar.xz archives in `data_builders/corpora/`, pinned by sha256.
 
 `shipped_root()` verifies each archive against its pin and unpacks it once into
-`longctx_eval.assets.cache_dir()/coref/<pins>/`, which then holds `litbank/` and `ontogum/` in their upstream
+`longctx_eval.models.assets.cache_dir()/coref/<pins>/`, which then holds `litbank/` and `ontogum/` in their upstream
 layout. Provenance, licences and attribution: `data_builders/corpora/LICENSES.md`. The archives are made by
 `python -m data_builders.coref.make_archives SRC` from a folder with the same layout (see that module).
 """
@@ -16,8 +16,8 @@ import tarfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from longctx_eval.assets import file_sha256
 from longctx_eval.errors import DataError, PrerequisiteError
+from longctx_eval.models.assets import file_sha256
 
 ARCHIVE_DIR = Path(__file__).resolve().parent / "corpora"
 _MARKER = "longctx_archives.json"
@@ -90,7 +90,7 @@ def _unpacked(root: Path, pins: dict[str, str]) -> bool:
 
 def shipped_root() -> Path:
     """The folder holding `litbank/` and `ontogum/`, unpacked once from the verified archives into the cache."""
-    from longctx_eval.assets import cache_dir
+    from longctx_eval.models.assets import cache_dir
 
     pins = {a.name: a.sha256 for a in ARCHIVES}
     key = hashlib.sha256(json.dumps(pins, sort_keys=True).encode()).hexdigest()[:16]

@@ -66,7 +66,7 @@ def cmd_build(args: argparse.Namespace) -> int:
     from data_builders.dataset.hub import check_hub, push_to_hub
     from data_builders.dataset.registry import BuildConfig, check_options, get_builder
     from data_builders.haystack.assembly import get_source
-    from longctx_eval.assets import load_tokenizer
+    from longctx_eval.models.assets import load_tokenizer
 
     lengths = parse_lengths(args.lengths)
     if not lengths:

@@ -153,7 +153,7 @@ def _minilm() -> Any:
     """The packaged MiniLM, loaded once per process."""
     from sentence_transformers import SentenceTransformer
 
-    from longctx_eval.assets import minilm_path
+    from longctx_eval.models.assets import minilm_path
 
     return SentenceTransformer(str(minilm_path()), device="cpu")
 

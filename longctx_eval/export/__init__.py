@@ -2,5 +2,5 @@
 
 One module per target (`lm_eval_task.py`, `inspect_task.py`) writes files that read a dataset built by
 `longctx-eval build` and call, at evaluation time, the task's own prompt and scorer through
-`data_builders.dataset.interop` (the written files import it; nothing here imports data_builders or tasks).
+`data_builders.interop` (the written files import it; nothing here imports data_builders or tasks).
 """

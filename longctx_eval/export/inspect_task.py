@@ -4,7 +4,7 @@ Each Sample's input is the task's prompt as one user turn; the solver appends th
 final assistant message and generates at most the sample's own budget, greedy (temperature 0), asking the
 server to continue that message (`continue_final_message`, which `longctx-eval serve` and vLLM honour), so a
 served model receives the token ids our `hf:` adapter renders. The scorer calls the task's own scorer on the
-continuation through `data_builders.dataset.interop`.
+continuation through `data_builders.interop`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ TEMPLATE = '''\
 
 Samples come from the dataset built by `longctx-eval build {task}` at DATASET; each prompt, answer prefix
 and answer budget come from the task's own prompt function and each reply is scored by the task's own
-scorer, through `data_builders.dataset.interop`: longctx-eval must be importable where inspect runs (a checkout
+scorer, through `data_builders.interop`: longctx-eval must be importable where inspect runs (a checkout
 installed with `pip install -e .`), so the scoring rule is ours by construction, not a copy.
 
     inspect eval {file} --model openai-api/longctx/<served-name>   # LONGCTX_BASE_URL=http://HOST:PORT/v1
@@ -33,7 +33,7 @@ from inspect_ai.model import ChatMessageAssistant, ChatMessageUser, GenerateConf
 from inspect_ai.scorer import Score, Target, mean, scorer
 from inspect_ai.solver import Generate, TaskState, solver
 
-from data_builders.dataset.interop import exported_task
+from data_builders.interop import exported_task
 
 TASK = {task!r}
 DATASET = {dataset!r}

@@ -3,7 +3,7 @@
 The YAML loads one length's parquet file of the built dataset; `utils.py` (lm-eval's convention for a task's
 Python hooks) adds each row's prompt, answer prefix and budget from the task's own prompt function
 (`process_docs`), gives each request its own budget (`LongctxTask`), and scores the generated text with the
-task's own scorer (`process_results`), all through `data_builders.dataset.interop`. Generation is greedy and stops
+task's own scorer (`process_results`), all through `data_builders.interop`. Generation is greedy and stops
 only at the model's end-of-sequence token or the budget, as our `hf:` adapter does; the answer prefix is
 lm-eval's `gen_prefix` (after the chat template's generation prompt with `--apply_chat_template`, after a
 newline without).
@@ -24,13 +24,13 @@ UTILS = '''\
 
 Rows come from the dataset built by `longctx-eval build {task}` at DATASET; each row's prompt, answer prefix
 and answer budget come from the task's own prompt function, and the generated text is scored by the task's
-own scorer, through `data_builders.dataset.interop`: longctx-eval must be importable where lm-eval runs (a checkout
+own scorer, through `data_builders.interop`: longctx-eval must be importable where lm-eval runs (a checkout
 installed with `pip install -e .`), so the scoring rule is ours by construction, not a copy.
 """
 
 from lm_eval.api.task import ConfigurableTask
 
-from data_builders.dataset.interop import exported_task
+from data_builders.interop import exported_task
 
 TASK = {task!r}
 DATASET = {dataset!r}

@@ -1,7 +1,7 @@
 """Which tasks export to another harness, and the checks that refuse the rest in one line.
 
 A task exports when it is scored on generated text, one request per sample, and its rows come from a builder
-of the same name whose rows `data_builders.dataset.interop` turns back into the task's Samples. Its score fields are
+of the same name whose rows `data_builders.interop` turns back into the task's Samples. Its score fields are
 the ones a generated answer gets from the task's scorer (retrieval fields are not reported by other harnesses).
 """
 
@@ -31,7 +31,7 @@ EXPORTABLE: dict[str, ExportTarget] = {
         ExportTarget("cross_paragraph", ("score", "exact", "empty", "intermediate", "distractor")),
     )
 }
-"""Tasks whose rows `data_builders.dataset.interop.ROW_READERS` reads (a test checks that both name the same tasks)."""
+"""Tasks whose rows `data_builders.interop.ROW_READERS` reads (a test checks that both name the same tasks)."""
 
 
 def export_target(name: str, include_paths: tuple[str, ...] = ()) -> tuple[TaskInfo, ExportTarget]:

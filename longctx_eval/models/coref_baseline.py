@@ -246,7 +246,7 @@ class CorefBaseline(ModelAdapter):
     capabilities = frozenset({Capability.COREF})
 
     def __init__(self, spec: ModelSpec) -> None:
-        from longctx_eval.assets import load_tokenizer
+        from longctx_eval.models.assets import load_tokenizer
 
         self.window = spec.options.window
         tok = load_tokenizer("minilm")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from longctx_eval.capability import ALL_CAPABILITIES, Capability
-from longctx_eval.errors import ConfigError, PrerequisiteError, TaskDefinitionError
+from longctx_eval.errors import ConfigError, TaskDefinitionError
 from longctx_eval.models import options as opt
 from longctx_eval.registry import Registry
 
@@ -35,8 +35,9 @@ class AdapterKind:
     tokenizer: str
     """"module:function" returning the kind's Tokenizer for a ModelSpec without loading weights."""
     example: str
-    check_target: Callable[[str, str], None] | None = None
-    """Checks a target before anything loads (e.g. that a local folder exists): (target, raw spec) -> None."""
+    check_target: Callable[[str, str], None] | str | None = None
+    """Checks a target before anything loads (e.g. that a local folder exists): (target, raw spec) -> None; a
+    callable or a lazy "module:function" reference."""
     serves: frozenset[Capability] | None = None
     """What the kind's adapters serve, declared without loading them (None: known only once loaded). A composite
     kind (`rag`) checks its parts against it before anything loads; the adapter's own `capabilities` still rule."""
@@ -48,6 +49,14 @@ class AdapterKind:
     parse: str | None = None
     """"module:function" (raw, target, query values) -> ModelSpec, for a composite kind whose target is itself
     specs (`rag`); None: the generic parser (models/spec.py) parses the kind's options."""
+
+    def check(self, target: str, raw: str) -> None:
+        """Run the kind's target check, if it declares one (one-line ConfigError or PrerequisiteError)."""
+        check = self.check_target
+        if isinstance(check, str):
+            check = _resolve(check, self.name)
+        if check is not None:
+            check(target, raw)
 
     @property
     def served(self) -> bool:
@@ -98,22 +107,6 @@ def _check_local_target(target: str, raw: str) -> None:
     check_target(target, raw)
 
 
-def _check_openai_target(target: str, raw: str) -> None:
-    from longctx_eval.models.openai.target import check_target
-
-    check_target(target, raw)
-
-
-def _check_vllm_target(target: str, raw: str) -> None:
-    import importlib.util
-
-    _check_local_target(target, raw)
-    if importlib.util.find_spec("vllm") is None:  # before anything loads: one line naming the extra, exit 2
-        from longctx_eval.models.vllm.settings import INSTALL_HINT
-
-        raise PrerequisiteError(f"model spec {raw!r} needs vLLM, which is not installed here; {INSTALL_HINT}")
-
-
 def _check_coref_target(target: str, raw: str) -> None:
     if target != "baseline":
         raise ConfigError(f"model spec {raw!r}: unknown coref system {target!r}; expected coref:baseline")
@@ -146,7 +139,7 @@ _BUILTIN = (
         "&pipeline_parallel_size=1&data_parallel_size=1&gpu_memory_utilization=F&enable_prefix_caching=true"
         "&enforce_eager=false&quantization=Q&rope=none|linear|dynamic|ntk|yarn|yarn_notemp&rope_factor=F"
         "&train_length=N&batch_size=N&name=N]",
-        check_target=_check_vllm_target,
+        check_target="longctx_eval.models.vllm.settings:check_target",
         serves=frozenset({Capability.GENERATE}),
     ),
     AdapterKind(
@@ -219,7 +212,7 @@ _BUILTIN = (
         example="openai:<model>@<base_url>[,<base_url>...][?endpoint=chat|completions&api_key_env=OPENAI_API_KEY"
         "&max_length=N&tokenizer=T&count=auto|local|server&decoding=greedy|default&neutral=auto|standard|all"
         "&max_in_flight=8&rpm=R&tpm=T&timeout=600&max_attempts=6&thinking_tokens=N&name=N]",
-        check_target=_check_openai_target,
+        check_target="longctx_eval.models.openai.target:check_target",
         serves=frozenset({Capability.GENERATE}),
         default_name="longctx_eval.models.openai.target:default_name",
         served_model="longctx_eval.models.openai.target:served_model",

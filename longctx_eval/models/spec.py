@@ -82,8 +82,7 @@ def parse_spec(raw: str) -> ModelSpec:
     if adapter.parse is not None:  # a composite kind (`rag`): its target is specs, its query carries theirs too
         return adapter.parse_composite(text, target, values)
     options = parse_options(adapter.options, values, kind, text)
-    if adapter.check_target is not None:
-        adapter.check_target(target, text)
+    adapter.check(target, text)
     name = options.name or _default_name(short, adapter, target)
     if getattr(options, "chunking", "greedy") != "greedy" and not options.name:  # minilm?chunking=resync
         name = f"{name}-{options.chunking}"  # -> minilm-resync: other chunks, another system

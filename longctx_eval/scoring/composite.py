@@ -153,7 +153,7 @@ def minilm() -> Embed:
     """The packaged MiniLM embedder (float32, single sentences), loaded once per process."""
     global _EMBED
     if _EMBED is None:
-        from longctx_eval.text.semantic_embed import minilm_embedder
+        from longctx_eval.models.semantic_embed import minilm_embedder
 
         _EMBED = minilm_embedder(window=0, precision="exact", cache_sentences=0)
     return _EMBED

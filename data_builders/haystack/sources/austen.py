@@ -13,8 +13,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from data_builders.haystack.sources.austen_corpus import CORPUS_SHA256, PINS, RECIPE_VERSION, DebPin, build_corpus
-from longctx_eval.assets import cache_dir, file_sha256
 from longctx_eval.errors import DataError, PrerequisiteError
+from longctx_eval.models.assets import cache_dir, file_sha256
 
 DEBS_ENV = "LONGCTX_EVAL_PROSE_DEBS"
 CORPUS_NAME = f"austen-melville-v{RECIPE_VERSION}.txt"
@@ -37,8 +37,8 @@ def corpus_path() -> Path:
 def how_to_get() -> str:
     """The ways to get the corpus, for error messages."""
     return (
-        f"run `python -m data_builders.haystack.fetch_prose` (on Debian/Ubuntu it uses `apt-get download`); elsewhere "
-        f"download the two .deb files ({', '.join(_DOWNLOAD_URLS)}) into a folder and set {DEBS_ENV} to it "
+        "run `python -m data_builders.haystack.sources.fetch_prose` (on Debian/Ubuntu it uses `apt-get download`); "
+        f"elsewhere download the two .deb files ({', '.join(_DOWNLOAD_URLS)}) into a folder and set {DEBS_ENV} to it "
         "before running it; or use another haystack source: files:<glob> (e.g. the same books as Project "
         "Gutenberg .txt files) or synthetic"
     )

@@ -68,7 +68,7 @@ def load_served_tokenizer(spec: ModelSpec, warn: bool = False) -> LoadedTokenize
     o: OpenAIOptions = spec.options
     target = parse_target(spec.target, spec.raw)
     if o.tokenizer and o.tokenizer.startswith("tiktoken:"):
-        from longctx_eval.assets import load_tokenizer
+        from longctx_eval.models.assets import load_tokenizer
 
         return LoadedTokenizer(load_tokenizer(o.tokenizer), exact=True, source="tiktoken")
     if o.tokenizer:
@@ -85,7 +85,7 @@ def load_served_tokenizer(spec: ModelSpec, warn: bool = False) -> LoadedTokenize
     tik = _tiktoken_for(target.model, warn)
     if tik is not None:
         return LoadedTokenizer(tik, exact=True, source="tiktoken")
-    from longctx_eval.assets import load_tokenizer
+    from longctx_eval.models.assets import load_tokenizer
 
     minilm = load_tokenizer("minilm")
     if warn and (probe is None or probe.reachable):  # a server that is down: the adapter's probe says so

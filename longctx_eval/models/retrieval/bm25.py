@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from longctx_eval.assets import load_tokenizer
+from longctx_eval.models.assets import load_tokenizer
 from longctx_eval.models.base import model_meta
 from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.retrieval.chunk_retriever import ChunkRetriever

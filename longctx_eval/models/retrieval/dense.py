@@ -16,8 +16,8 @@ from typing import Any
 
 import numpy as np
 
-from longctx_eval.assets import MINILM_SHA256
 from longctx_eval.hashing import cached_file_sha256
+from longctx_eval.models.assets import MINILM_SHA256
 from longctx_eval.models.base import model_meta
 from longctx_eval.models.model_source import load_error, retriever_source, retriever_tokenizer
 from longctx_eval.models.model_spec import ModelSpec

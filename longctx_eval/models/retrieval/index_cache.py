@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any, Literal
 import numpy as np
 from rich.markup import escape
 
-from longctx_eval.assets import cache_dir
 from longctx_eval.atomic_io import atomic_output
 from longctx_eval.errors import ConfigError, LongctxError
+from longctx_eval.models.assets import cache_dir
 from longctx_eval.models.retrieval.cache_bound import prune
 from longctx_eval.progress import console
 

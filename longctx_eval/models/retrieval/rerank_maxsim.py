@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from longctx_eval.assets import MINILM_SHA256, minilm_path
+from longctx_eval.models.assets import MINILM_SHA256, minilm_path
 from longctx_eval.text.sentences import split_sentences
 
 SENTENCES_KEPT = 50_000

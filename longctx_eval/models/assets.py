@@ -7,18 +7,13 @@ import json
 import os
 from pathlib import Path
 
+from longctx_eval.cache_folder import cache_dir
 from longctx_eval.errors import PrerequisiteError
 from longctx_eval.hashing import file_sha256
 from longctx_eval.text.tokenizer import Tokenizer
 
 SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 MINILM_SHA256 = "53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db"
-
-
-def cache_dir() -> Path:
-    """Where converted assets live: $LONGCTX_EVAL_CACHE, else ~/.cache/longctx-eval."""
-    root = os.environ.get("LONGCTX_EVAL_CACHE") or Path.home() / ".cache" / "longctx-eval"
-    return Path(root)
 
 
 def minilm_path() -> Path:

@@ -1,4 +1,5 @@
-"""`python -m data_builders.haystack.fetch_prose`: fetch, verify and build the `austen` corpus once (idempotent)."""
+"""`python -m data_builders.haystack.sources.fetch_prose`: fetch, verify and build the `austen` corpus once
+(idempotent)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from longctx_eval.errors import LongctxError
 
 def main(argv: list[str] | None = None) -> int:
     """Build the corpus into the cache unless it is already there; print where it is, or why not."""
-    parser = argparse.ArgumentParser(prog="python -m data_builders.haystack.fetch_prose", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m data_builders.haystack.sources.fetch_prose", description=__doc__)
     parser.add_argument(
         "--offline", action="store_true", help=f"never call apt-get; use cached or ${DEBS_ENV} .deb files only"
     )

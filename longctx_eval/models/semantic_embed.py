@@ -115,7 +115,7 @@ def _load(model: Any, device: str, dtype: str, max_seq_length: int | None) -> An
     import torch
 
     # Imported here, not at module level: `text` stays importable without the asset packages.
-    from longctx_eval.assets import minilm_path
+    from longctx_eval.models.assets import minilm_path
 
     path = Path(minilm_path() if model is None else model)
     try:
