@@ -171,7 +171,7 @@ def run_sources(corpus: Corpus) -> dict[str, Any]:
 def run_posprobe() -> dict[str, Any]:
     """The CI-sized position probe run, one model per fresh process (skipped without the reference weights)."""
     from benchmarks.posprobe import MODELS
-    from longctx_eval.models.posprobe.references import REFERENCE_ROOT
+    from longctx_eval.models.references import REFERENCE_ROOT
 
     if not (REFERENCE_ROOT / "tiny-rope" / "model.safetensors").is_file():
         return {"error": "reference weights not built (make reference-models)"}

@@ -351,7 +351,7 @@ def prefix_cache_job(params: dict[str, Any]) -> dict[str, Any]:
     (prefix reuse) and `prefix_cache=false`, alternating request by request so load drifts on a shared machine
     hit both alike. Texts and token counts must agree (the job fails otherwise)."""
     from longctx_eval.discovery import discover
-    from longctx_eval.models.hf_prefix_cache import PrefixStats
+    from longctx_eval.models.hf.prefix_cache import PrefixStats
     from longctx_eval.models.loader import load_model
     from longctx_eval.models.spec import parse_spec
     from longctx_eval.run.sampling import build_samples

@@ -415,7 +415,7 @@ def lm_eval_job(params: dict[str, Any]) -> dict[str, Any]:
 
     from longctx_eval.metrics.text_match import contains_answer
     from longctx_eval.models.assets import smollm2_dir
-    from longctx_eval.models.hf import uses_chat
+    from longctx_eval.models.hf.adapter import uses_chat
     from longctx_eval.models.model_source import hf_tokenizer_pair
     from longctx_eval.models.spec import parse_spec
 

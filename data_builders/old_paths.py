@@ -49,4 +49,5 @@ MOVED: dict[str, str] = {
     "data_builders.dataset_card": "data_builders.dataset.card",
     "data_builders.export": "data_builders.dataset.export",
     "data_builders.hub": "data_builders.dataset.hub",
+    "data_builders.prompt_budget": "data_builders.haystack.prompt_budget",
 }  # end of MOVED

@@ -73,7 +73,6 @@ MOVED: dict[str, str] = {
     "longctx_eval.models.posprobe_forward": "longctx_eval.models.posprobe.forward",
     "longctx_eval.models.probe_support": "longctx_eval.models.posprobe.support",
     "longctx_eval.models.rope_variants": "longctx_eval.models.posprobe.rope_variants",
-    "longctx_eval.models.references": "longctx_eval.models.posprobe.references",
     "longctx_eval.models.rag_prompt": "longctx_eval.models.rag.prompt",
     "longctx_eval.models.rag_spec": "longctx_eval.models.rag.spec",
     "longctx_eval.models.dense": "longctx_eval.models.retrieval.dense",
@@ -81,7 +80,7 @@ MOVED: dict[str, str] = {
     "longctx_eval.models.hybrid": "longctx_eval.models.retrieval.hybrid",
     "longctx_eval.models.chunk_retriever": "longctx_eval.models.retrieval.chunk_retriever",
     "longctx_eval.models.index_cache": "longctx_eval.models.retrieval.index_cache",
-    "longctx_eval.models.rerank": "longctx_eval.models.retrieval.rerank",
+    "longctx_eval.models.rerank": "longctx_eval.models.rerankers",
     "longctx_eval.models.rerank_maxsim": "longctx_eval.models.retrieval.rerank_maxsim",
     "longctx_eval.models.embedding_cache": "longctx_eval.models.retrieval.embedding_cache",
     "longctx_eval.models.cache_bound": "longctx_eval.models.retrieval.cache_bound",
@@ -90,6 +89,10 @@ MOVED: dict[str, str] = {
     "longctx_eval.cli.load": "longctx_eval.cli.load_test",
     "longctx_eval.assets": "longctx_eval.models.assets",
     "longctx_eval.text.semantic_embed": "longctx_eval.models.semantic_embed",
+    "longctx_eval.models.hf_batching": "longctx_eval.models.hf.batching",
+    "longctx_eval.models.hf_config": "longctx_eval.models.hf.config",
+    "longctx_eval.models.hf_generate": "longctx_eval.models.hf.generate",
+    "longctx_eval.models.hf_prefix_cache": "longctx_eval.models.hf.prefix_cache",
 }  # end of MOVED
 
 

@@ -18,7 +18,7 @@ from data_builders.cross_paragraph.grid import (
     distances_for,
     int_list,
 )
-from data_builders.prompt_budget import PROMPT_RESERVE
+from data_builders.haystack.prompt_budget import PROMPT_RESERVE
 from longctx_eval import Sample, Task, Tokenizer, any_of, between, contrast, curve, task
 
 from ._cross_paragraph_scoring import RETRIEVAL_PRIMARY, ask, cross_metrics, cross_oracle, cross_score, distance_field

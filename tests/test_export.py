@@ -19,10 +19,10 @@ from data_builders.dataset import registry
 from data_builders.dataset.card import tokenizer_hub_id
 from data_builders.dataset.export import DOCUMENT_FEATURES, build_dataset
 from data_builders.dataset.registry import BuildConfig, CardInfo, Document, Part, builder
+from data_builders.haystack.prompt_budget import PROMPT_RESERVE
 from data_builders.needle.builder import FLAT_FEATURES, NEEDLE_FEATURES, documents_by_id, materialize, needle_sample
 from data_builders.needle.grid import depth_grid
 from data_builders.needle.insertion import MAGIC_TEMPLATES
-from data_builders.prompt_budget import PROMPT_RESERVE
 from longctx_eval.cli import main
 from longctx_eval.errors import ConfigError, DataError, TaskDefinitionError
 from longctx_eval.hashing import sha256_json

@@ -165,9 +165,9 @@ def test_device_cpu_writes_the_same_predictions_as_the_default(tmp_path, tiny_ll
 # those modules passes `device=` and none names a device literally.
 
 DEVICE_MODULES = [
-    "longctx_eval/models/hf.py",
-    "longctx_eval/models/hf_prefix_cache.py",
-    "longctx_eval/models/hf_generate.py",
+    "longctx_eval/models/hf/adapter.py",
+    "longctx_eval/models/hf/prefix_cache.py",
+    "longctx_eval/models/hf/generate.py",
     "longctx_eval/models/posprobe/forward.py",
     "longctx_eval/models/posprobe/attention_rows.py",
     "longctx_eval/models/posprobe/alibi_attention.py",
@@ -215,7 +215,7 @@ def _doc(n: int) -> str:
 
 
 def test_generation_and_prefix_cache_build_no_tensor_on_an_implicit_device(tiny_llama_dir, meta_default, monkeypatch):
-    import longctx_eval.models.hf as hf_module
+    import longctx_eval.models.hf.adapter as hf_module
 
     model = load_model(parse_spec(f"hf:{tiny_llama_dir}"))
     doc = _doc(60)
@@ -261,7 +261,7 @@ def _stable(data: dict) -> dict:
 
 @pytest.mark.parametrize("name", ["tiny-rope-yarn", "tiny-alibi", "tiny-learned"])
 def test_probe_builds_no_tensor_on_an_implicit_device(name, meta_default):
-    from longctx_eval.models.posprobe.references import REFERENCE_ROOT
+    from longctx_eval.models.references import REFERENCE_ROOT
 
     if not (REFERENCE_ROOT / name.split("-yarn")[0] / "model.safetensors").is_file():
         pytest.skip("reference weights not built")

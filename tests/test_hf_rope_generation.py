@@ -283,7 +283,7 @@ def test_static_probe_equals_the_probe_of_before_on_the_reference():
     from dataclasses import replace
 
     from longctx_eval.models.posprobe.forward import AttentionProbe
-    from longctx_eval.models.posprobe.references import REFERENCE_ROOT
+    from longctx_eval.models.references import REFERENCE_ROOT
 
     if not (REFERENCE_ROOT / "tiny-rope" / "model.safetensors").is_file():
         pytest.skip("reference weights not built")

@@ -24,7 +24,7 @@ LAYERS = ("longctx_eval", "data_builders", "tasks")  # each may import only itse
 ADAPTERS = tuple(
     f"longctx_eval.models.{name}"
     for name in (
-        "hf",
+        "hf.adapter",
         "retrieval.dense",
         "retrieval.bm25",
         "retrieval.hybrid",

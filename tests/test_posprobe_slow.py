@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from longctx_eval.cli import main
-from longctx_eval.models.posprobe.references import REFERENCE_ROOT
+from longctx_eval.models.references import REFERENCE_ROOT
 
 EXPECTED = REFERENCE_ROOT / "expected_metrics.json"
 TOLERANCE = {"passkey_em": 0.15, "npb": 0.1, "lae": 0.5}

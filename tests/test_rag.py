@@ -102,7 +102,7 @@ def test_parsing_rag_specs_imports_no_adapter_and_no_torch():
         "for s in ('rag:bm25+smollm2-135m', 'rag:minilm+smollm2-135m?k=8&iterative=true', 'rag:bm25+tiny-rope'):\n"
         "    parse_spec(s)\n"
         "heavy = ('torch', 'transformers', 'sentence_transformers', 'bm25s')\n"
-        "adapters = ('hf', 'retrieval.dense', 'retrieval.bm25', 'oracle', 'rag.adapter', 'base', 'loader', "
+        "adapters = ('hf.adapter', 'retrieval.dense', 'retrieval.bm25', 'oracle', 'rag.adapter', 'base', 'loader', "
         "'posprobe.forward')\n"
         "print([m for m in sys.modules if m.split('.')[0] in heavy\n"
         "       or m in tuple('longctx_eval.models.' + a for a in adapters)])\n"

@@ -21,7 +21,7 @@ from data_builders.cross_paragraph.grid import (
     int_list,
 )
 from data_builders.dataset.registry import BuildConfig, BuildContext, CardInfo, Part, builder
-from data_builders.prompt_budget import PROMPT_RESERVE
+from data_builders.haystack.prompt_budget import PROMPT_RESERVE
 from longctx_eval.errors import ConfigError
 
 CROSS_PARAGRAPH_VERSION = "1"

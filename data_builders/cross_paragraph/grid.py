@@ -12,7 +12,7 @@ from typing import Any
 from data_builders.cross_paragraph.docs import FactDoc, build_fact_pair
 from data_builders.cross_paragraph.facts import MAX_HOPS, FactChain, check_hops, invented_words, make_chain
 from data_builders.haystack.assembly import HaystackSource, haystack_text
-from data_builders.prompt_budget import PROMPT_RESERVE, context_tokens
+from data_builders.haystack.prompt_budget import PROMPT_RESERVE, context_tokens
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.sample import RetrievalParams, Sample

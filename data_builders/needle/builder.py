@@ -13,10 +13,10 @@ from typing import Any
 from datasets import Features, List, Value
 
 from data_builders.dataset.registry import BuildConfig, BuildContext, CardInfo, Document, Part, builder
+from data_builders.haystack.prompt_budget import PROMPT_RESERVE, reserve_option
 from data_builders.needle.grid import PROMPT_TEMPLATE, SCORING, NeedleCell, needle_cells
 from data_builders.needle.grid import needle_sample as _sample
 from data_builders.needle.insertion import NeedleDoc
-from data_builders.prompt_budget import PROMPT_RESERVE, reserve_option
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.sample import Sample
 

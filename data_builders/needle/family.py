@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from data_builders.haystack.assembly import HaystackSource
+from data_builders.haystack.prompt_budget import PROMPT_RESERVE, context_tokens
 from data_builders.haystack.span_insertion import insert_sentences
 from data_builders.needle.grid import depth_grid, haystack_seed
 from data_builders.needle.insertion import KEY_NOUNS, KEY_QUALIFIERS, make_value
 from data_builders.needle.lexical_overlap import Overlap, mean_overlap, measure_overlaps
-from data_builders.prompt_budget import PROMPT_RESERVE, context_tokens
 from longctx_eval.errors import DataError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.sample import Sample

@@ -9,9 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from data_builders.haystack.assembly import HaystackSource
+from data_builders.haystack.prompt_budget import PROMPT_RESERVE, context_tokens
 from data_builders.needle.insertion import MAGIC_TEMPLATES, NeedleDoc, build_needle_doc
 from data_builders.needle.lexical_overlap import Overlap, measure_overlaps
-from data_builders.prompt_budget import PROMPT_RESERVE, context_tokens
 from longctx_eval.errors import DataError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.sample import RetrievalParams, Sample

@@ -10,10 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from data_builders.haystack.assembly import HaystackSource
+from data_builders.haystack.prompt_budget import PROMPT_RESERVE
 from data_builders.needle.family import FamilyCell, NeedleSpec, QuestionSpec, build_cell, grid_points, variant_rng
 from data_builders.needle.grid import answer_budget, sample_id
 from data_builders.needle.lowlex_pairs import NAMES, PAIRS
-from data_builders.prompt_budget import PROMPT_RESERVE
 from longctx_eval.text.tokenizer import Tokenizer
 
 

@@ -11,6 +11,7 @@ import random
 from collections.abc import Iterator, Sequence
 
 from data_builders.haystack.assembly import HaystackSource
+from data_builders.haystack.prompt_budget import PROMPT_RESERVE
 from data_builders.needle.family import (
     FamilyCell,
     NeedleSpec,
@@ -22,7 +23,6 @@ from data_builders.needle.family import (
 )
 from data_builders.needle.grid import answer_budget, sample_id, value_kind_of
 from data_builders.needle.insertion import KEY_NOUNS, KEY_QUALIFIERS, MAGIC_TEMPLATES
-from data_builders.prompt_budget import PROMPT_RESERVE
 from longctx_eval.text.tokenizer import Tokenizer
 
 DISTRACTORS = 3

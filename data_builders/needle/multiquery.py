@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 
 from data_builders.haystack.assembly import HaystackSource
+from data_builders.haystack.prompt_budget import PROMPT_RESERVE
 from data_builders.needle.family import (
     FamilyCell,
     NeedleSpec,
@@ -21,7 +22,6 @@ from data_builders.needle.family import (
 )
 from data_builders.needle.grid import VALUE_KIND_CYCLE, answer_budget
 from data_builders.needle.insertion import MAGIC_TEMPLATES
-from data_builders.prompt_budget import PROMPT_RESERVE
 from longctx_eval.text.tokenizer import Tokenizer
 
 QUERIES = 4

@@ -14,6 +14,7 @@ from typing import Any
 from datasets import Features, List, Value
 
 from data_builders.dataset.registry import BuildConfig, BuildContext, CardInfo, Document, Part, builder
+from data_builders.haystack.prompt_budget import PROMPT_RESERVE, reserve_option
 from data_builders.needle.family import FamilyCell, family_sample
 from data_builders.needle.grid import NEW_TOKENS_MARGIN, PROMPT_TEMPLATE, RETRIEVAL
 from data_builders.needle.lowlex import lowlex_cells
@@ -22,7 +23,6 @@ from data_builders.needle.multiquery import multiquery_cells
 from data_builders.needle.multivalue import RESERVE as MULTIVALUE_RESERVE
 from data_builders.needle.multivalue import multivalue_cells
 from data_builders.needle.storage import rebuild, split_insertions
-from data_builders.prompt_budget import PROMPT_RESERVE, reserve_option
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.sample import Sample
 

@@ -119,7 +119,7 @@ _BUILTIN = (
         name="hf",
         options=opt.HFOptions,
         needs_target=True,
-        adapter="longctx_eval.models.hf:HFCausalLM",
+        adapter="longctx_eval.models.hf.adapter:HFCausalLM",
         tokenizer="longctx_eval.models.model_source:hf_tokenizer",
         example="hf:<folder-or-hub-id>[?dtype=float32|bfloat16|float16|auto&device=auto|cpu|cuda:N"
         "&device_map=auto&max_memory=0:70GiB,1:70GiB&attn_implementation=sdpa|flash_attention_2|eager&max_length=N"

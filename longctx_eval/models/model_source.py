@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from longctx_eval.errors import ConfigError, ModelFileError, PrerequisiteError
 from longctx_eval.models.assets import load_tokenizer, minilm_path, smollm2_dir
-from longctx_eval.models.posprobe.references import REFERENCE_MODELS, reference_dir
+from longctx_eval.models.references import REFERENCE_MODELS, reference_dir
 from longctx_eval.text.tokenizer import Tokenizer
 
 if TYPE_CHECKING:

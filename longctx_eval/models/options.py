@@ -21,7 +21,7 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 HF_BATCH_SIZE = 1
 """`hf` generation batch on the CPU (what `batch_size=auto`, the default, means there). SmolLM2 on 2 CPU cores
 (benchmarks/batching.py): batch 4 is 2.2x faster at ~1K tokens but 0.64x at ~4K (padded attention), and the
-suite's long prompts dominate, so 1 it is. On CUDA, auto packs requests by a token budget (models/hf_batching.py)."""
+suite's long prompts dominate, so 1 it is. On CUDA, auto packs requests by a token budget (models/hf/batching.py)."""
 PRONOUN_WINDOW = 40
 """Default `coref:baseline` look-back: earlier mentions a pronoun considers."""
 
@@ -108,7 +108,7 @@ class HFOptions(KindOptions):
 
 
 RERANK_DEPTH = 20
-"""Default candidates a second-stage reranker rescores (models/retrieval/rerank.py)."""
+"""Default candidates a second-stage reranker rescores (models/rerankers.py)."""
 
 
 class RerankOptions(KindOptions):
@@ -126,7 +126,7 @@ class RerankOptions(KindOptions):
     @classmethod
     def _known_reranker(cls, value: str | None) -> str | None:
         if value is not None:
-            from longctx_eval.models.retrieval.rerank import reranker_names  # a light registry module: no model loads
+            from longctx_eval.models.rerankers import reranker_names  # a light registry module: no model loads
 
             if value not in reranker_names():
                 raise ValueError(f"unknown reranker {value!r}")

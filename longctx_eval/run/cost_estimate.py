@@ -3,19 +3,18 @@
 `--gpu-hour-price USD` (the hourly price of the server that was measured: GPU-hour price x its GPUs) over the
 tokens/s measured by `--throughput-from` (a run folder, run.json or `longctx-eval load` JSON of the same served
 model) gives USD per 1M tokens = USD per hour / (tokens/s x 3600) x 1e6. The measured rate counts prompt and
-output tokens at one combined rate (dry_run.measured_throughput), so input and output get the same price.
+output tokens at one combined rate (throughput.measured_throughput), so input and output get the same price.
 """
 
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.run.cost import PER_TOKENS, Price, served_model
+from longctx_eval.run.throughput import measured_throughput, throughput_json
 
 
 @dataclass(frozen=True)
@@ -25,17 +24,6 @@ class Estimate:
     model: str
     price: Price
     how: str
-
-
-def throughput_json(path: Path) -> tuple[Path, Any]:
-    """The parsed JSON of a `--throughput-from` input (a run folder means its run.json), with the file it read."""
-    path = Path(path)
-    if path.is_dir():
-        path = path / "run.json"
-    try:
-        return path, json.loads(path.read_text("utf-8"))
-    except (OSError, ValueError) as exc:
-        raise ConfigError(f"--throughput-from {path}: cannot be read as JSON: {exc}") from exc
 
 
 def measured_model(path: Path) -> str | None:
@@ -67,8 +55,6 @@ def gpu_hour_estimate(usd_per_hour: float, throughput_from: Path | None, model: 
             "--gpu-hour-price needs --throughput-from RUN_DIR|run.json|load.json: the measured tokens/s of the "
             "served model that the hourly price is divided by"
         )
-    from longctx_eval.run.dry_run import measured_throughput
-
     measured = measured_model(throughput_from)
     if measured != model:
         raise ConfigError(

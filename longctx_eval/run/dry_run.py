@@ -9,74 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 
-from longctx_eval.errors import ConfigError, LongctxError, TaskUnavailable
+from longctx_eval.errors import LongctxError, TaskUnavailable
 from longctx_eval.models.base import ModelAdapter
 from longctx_eval.models.loader import load_model
 from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.progress import status
 from longctx_eval.run.config import RunConfig, TaskPlan
 from longctx_eval.run.cost import ModelPrice, PriceTable, output_budget, price_of
-from longctx_eval.run.cost_estimate import throughput_json
 from longctx_eval.run.sampling import build_samples
+from longctx_eval.run.throughput import (  # noqa: F401  (measured_throughput, parse_assumed: also importable here)
+    ThroughputModel,
+    measured_throughput,
+    parse_assumed,
+)
 from longctx_eval.run_folder.naming import run_dir_for
 from longctx_eval.run_folder.predictions import PredictionStore, prediction_key
 
 DEFAULT_PROMPT_TPS = 2000.0
 DEFAULT_OUTPUT_TPS = 50.0
-
-
-@dataclass(frozen=True)
-class ThroughputModel:
-    """Estimated seconds = prompt tokens / prompt_tps + output tokens / output_tps (aggregate rates)."""
-
-    prompt_tps: float
-    output_tps: float
-    source: str
-    """Where the rates come from, printed with every estimate."""
-
-    def seconds(self, prompt_tokens: int, output_tokens: int) -> float:
-        """Estimated wall seconds to serve these tokens."""
-        return prompt_tokens / self.prompt_tps + output_tokens / self.output_tps
-
-
-def parse_assumed(text: str) -> ThroughputModel:
-    """`--assume-throughput PROMPT_TPS,OUTPUT_TPS` -> a stated throughput model."""
-    try:
-        prompt, output = (float(x) for x in text.split(","))
-    except ValueError:
-        raise ConfigError(
-            f"--assume-throughput {text!r}: expected PROMPT_TOKENS_PER_S,OUTPUT_TOKENS_PER_S, e.g. 2000,50"
-        ) from None
-    if not (prompt > 0 and output > 0):
-        raise ConfigError(f"--assume-throughput {text!r}: both rates must be > 0 tokens/s")
-    return ThroughputModel(prompt, output, f"assumed {prompt:g} prompt + {output:g} output tokens/s")
-
-
-def measured_throughput(path: Path) -> ThroughputModel:
-    """Rates measured earlier: a run folder or run.json (its tasks' tokens over their model seconds), or a load-test
-    JSON (the level with the highest total tokens/s). Both count prompt and output tokens at one combined rate."""
-    path, data = throughput_json(path)
-    if isinstance(data, dict) and data.get("kind") == "load_test":
-        levels = [lv for lv in data.get("levels", []) if lv.get("total_tokens_per_s")]
-        if not levels:
-            raise ConfigError(f"--throughput-from {path}: the load test has no level with total_tokens_per_s")
-        best = max(levels, key=lambda lv: lv["total_tokens_per_s"])
-        tps = float(best["total_tokens_per_s"])
-        return ThroughputModel(tps, tps, f"measured {tps:,.0f} tokens/s at concurrency {best['concurrency']} ({path})")
-    from longctx_eval.results import parse_run
-
-    run = parse_run(path.read_bytes(), str(path))
-    seconds = sum(t.throughput.seconds for t in run.tasks)
-    tokens = sum(
-        (t.throughput.prompt_tokens_per_s + (t.throughput.output_tokens_per_s or 0.0)) * t.throughput.seconds
-        for t in run.tasks
-    )
-    if seconds <= 0 or tokens <= 0:
-        raise ConfigError(f"--throughput-from {path}: no task with measured seconds and tokens")
-    tps = tokens / seconds
-    return ThroughputModel(tps, tps, f"measured {tps:,.0f} tokens/s by {run.model.name} ({path})")
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,8 @@ from longctx_eval.models.memory import PeakRSS
 from longctx_eval.models.options import HFOptions
 from longctx_eval.models.posprobe.attention_rows import ATTENTION_NAME, capture_rows
 from longctx_eval.models.posprobe.learned_position import clamp_record
-from longctx_eval.models.posprobe.references import reference_meta
 from longctx_eval.models.posprobe.rope_variants import check_variant, rope_applied, variant_parameters
+from longctx_eval.models.references import reference_meta
 from longctx_eval.sample import Prediction, Request
 
 LOGIT_CHUNK = 256
@@ -58,7 +58,7 @@ def probe_config(
 ) -> ProbeConfig:
     """The probe setup from the `rope`, `rope_factor`, `train_length` options and a reference.json.
 
-    `train_length` and `checked` come from the load plan (models/hf_config.py) when the config was read, and the
+    `train_length` and `checked` come from the load plan (models/hf/config.py) when the config was read, and the
     variant checked, before loading (the loaded config may then carry the variant's parameters already)."""
     meta = reference_meta(folder) if folder is not None else None
     if not checked:

@@ -10,9 +10,9 @@ import numpy as np
 from longctx_eval.models.assets import load_tokenizer
 from longctx_eval.models.base import model_meta
 from longctx_eval.models.model_spec import ModelSpec
+from longctx_eval.models.rerankers import load_reranker
 from longctx_eval.models.retrieval.chunk_retriever import ChunkRetriever
 from longctx_eval.models.retrieval.index_cache import Arrays
-from longctx_eval.models.retrieval.rerank import load_reranker
 
 _RESTORED_KEPT = 8
 

@@ -26,6 +26,7 @@ import numpy as np
 from longctx_eval.capability import Capability
 from longctx_eval.hashing import sha256_json, sha256_text
 from longctx_eval.models.base import ModelAdapter
+from longctx_eval.models.rerankers import Reranker
 from longctx_eval.models.retrieval.embedding_cache import Reuse
 from longctx_eval.models.retrieval.index_cache import Arrays, IndexCache, Status, shared_cache
 from longctx_eval.results import ModelMeta
@@ -57,20 +58,6 @@ class Indexer(Protocol):
 
     def check(self, index: Arrays, n_chunks: int) -> str | None:
         """None if `index` (read back from the disk cache) can be an index of `n_chunks` chunks, else why not."""
-        ...
-
-
-class Reranker(Protocol):
-    """A second stage: rescores a few candidate chunk texts for a query (see `models.rerank`)."""
-
-    name: str
-
-    def identity(self) -> dict[str, Any]:
-        """What its scores depend on (model weights, settings)."""
-        ...
-
-    def score(self, query: str, texts: Sequence[str]) -> np.ndarray:
-        """One score per candidate, higher is better."""
         ...
 
 

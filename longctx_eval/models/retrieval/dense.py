@@ -21,10 +21,10 @@ from longctx_eval.models.assets import MINILM_SHA256
 from longctx_eval.models.base import model_meta
 from longctx_eval.models.model_source import load_error, retriever_source, retriever_tokenizer
 from longctx_eval.models.model_spec import ModelSpec
+from longctx_eval.models.rerankers import load_reranker
 from longctx_eval.models.retrieval.chunk_retriever import ChunkRetriever
 from longctx_eval.models.retrieval.embedding_cache import EmbeddingCache, Reuse
 from longctx_eval.models.retrieval.index_cache import Arrays
-from longctx_eval.models.retrieval.rerank import load_reranker
 from longctx_eval.progress import work_progress
 
 PROGRESS_SLICE = 256

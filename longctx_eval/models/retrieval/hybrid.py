@@ -17,10 +17,10 @@ import numpy as np
 from longctx_eval.models.base import model_meta
 from longctx_eval.models.model_source import minilm_tokenizer
 from longctx_eval.models.model_spec import ModelSpec
+from longctx_eval.models.rerankers import load_reranker
 from longctx_eval.models.retrieval.bm25 import BM25Indexer
 from longctx_eval.models.retrieval.chunk_retriever import ChunkRetriever
 from longctx_eval.models.retrieval.dense import DenseIndexer, encoder_device, load_encoder
-from longctx_eval.models.retrieval.rerank import load_reranker
 
 
 def ranks(scores: np.ndarray) -> np.ndarray:

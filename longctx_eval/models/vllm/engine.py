@@ -16,7 +16,7 @@ from typing import Any
 from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError, PrerequisiteError
 from longctx_eval.models.base import ModelAdapter, model_meta
-from longctx_eval.models.hf import cached_render, completion_of, uses_chat, weights_sha256
+from longctx_eval.models.hf.adapter import cached_render, completion_of, uses_chat, weights_sha256
 from longctx_eval.models.model_source import hf_source, hf_tokenizer_pair, load_error
 from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.options import VLLMOptions

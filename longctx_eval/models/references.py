@@ -8,7 +8,7 @@ from typing import Any
 
 from longctx_eval.errors import PrerequisiteError
 
-REFERENCE_ROOT = Path(__file__).resolve().parents[3] / "reference_models"
+REFERENCE_ROOT = Path(__file__).resolve().parents[2] / "reference_models"
 REFERENCE_MODELS = ("tiny-rope", "tiny-alibi", "tiny-learned")
 
 

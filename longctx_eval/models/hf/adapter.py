@@ -3,7 +3,7 @@
 Placement (`device`, `device_map`, `max_memory`, `dtype`, `attn_implementation`) is decided before the weights
 load, and every tensor the adapter builds is built on the model's device (that of its input embeddings); text
 and numbers come back to the host only at the end of a call. RoPE options reach generation through the config
-(models/hf_config.py); decoding is greedy with every sampling and penalty field neutral (models/hf_generate.py).
+(models/hf/config.py); decoding is greedy with every sampling and penalty field neutral (models/hf/generate.py).
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ from longctx_eval.models.devices import (
     model_device,
     resolve_device,
 )
-from longctx_eval.models.hf_batching import AUTO_MAX_REQUESTS, auto_budget, pack
-from longctx_eval.models.hf_config import LoadPlan, plan_load
-from longctx_eval.models.hf_generate import FirstTokenClock, neutral_generation_config, timing
-from longctx_eval.models.hf_prefix_cache import PrefixCache, _positions_fixed
+from longctx_eval.models.hf.batching import AUTO_MAX_REQUESTS, auto_budget, pack
+from longctx_eval.models.hf.config import LoadPlan, plan_load
+from longctx_eval.models.hf.generate import FirstTokenClock, neutral_generation_config, timing
+from longctx_eval.models.hf.prefix_cache import PrefixCache, _positions_fixed
 from longctx_eval.models.model_source import hf_source, hf_tokenizer_pair, load_error
 from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.options import HF_BATCH_SIZE, HFOptions
@@ -195,7 +195,7 @@ class HFCausalLM(ModelAdapter):
 
         At batch_size 1, in the order given, a prompt sharing at least 256 leading tokens with the previous one
         reuses that prefix's KV cache (`prefix_cache=true`, the default) and prefills only the rest. Under
-        batch_size=auto on CUDA, requests are packed by `max_batch_tokens` (models/hf_batching.py)."""
+        batch_size=auto on CUDA, requests are packed by `max_batch_tokens` (models/hf/batching.py)."""
         if self.packed:
             return self._generate_packed(requests)
         if self.batch_size == 1:

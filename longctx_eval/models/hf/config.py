@@ -23,8 +23,8 @@ from typing import Any
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.model_source import load_error
 from longctx_eval.models.options import HFOptions
-from longctx_eval.models.posprobe.references import reference_meta
 from longctx_eval.models.posprobe.rope_variants import check_variant, hf_parameters, variant_parameters
+from longctx_eval.models.references import reference_meta
 
 DEFAULT_TRAIN_LENGTH = 2048
 """Training window assumed when neither the options, a reference.json nor the config state one."""
