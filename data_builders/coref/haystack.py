@@ -83,7 +83,7 @@ def as_long(doc: CorefDocument) -> LongDoc:
 
 def valid_gaps(doc: CorefDocument) -> list[int]:
     """Sentence boundaries (token indices) strictly inside the document that no mention crosses."""
-    crossed = set()
+    crossed: set[int] = set()
     for cluster in doc.clusters:
         for s, e in cluster:
             crossed.update(range(s + 1, e + 1))

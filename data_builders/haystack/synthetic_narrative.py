@@ -149,6 +149,8 @@ class _Slots(dict):
     """Template slots, drawn lazily: a key is filled from the lexicon the first time a template asks."""
 
     __slots__ = ("world", "rng")
+    world: _World
+    rng: random.Random
 
     def __missing__(self, key: str) -> str:
         pool = _POOLS.get(key)

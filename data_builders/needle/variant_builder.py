@@ -187,8 +187,8 @@ def _parts(name: str, ctx: BuildContext, cells: Iterable[FamilyCell]) -> Iterato
     for length, of_length in groupby(cells, key=lambda c: c.length):
         documents: list[Document] = []
         rows: list[dict[str, Any]] = []
-        for hseed, group in groupby(of_length, key=lambda c: c.haystack_seed):
-            group = list(group)
+        for hseed, grouped in groupby(of_length, key=lambda c: c.haystack_seed):
+            group = list(grouped)
             ctx.advance(len(group))
             docs, group_rows = _share(group, f"{name}-{length}-h{hseed:08x}", ctx)
             documents.extend(docs)

@@ -96,7 +96,7 @@ def _calibration(run_dir: Path) -> dict[str, Any] | None:
 def probe_rows(inputs: Sequence[Path]) -> list[dict[str, Any]]:
     """One row per (model, length) of every posprobe run: metric values and CIs pooled over depths, the passkey EM
     per depth quintile (`passkey_em_by_depth`) and the calibration (heads, their RS, L_ref)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for path in _run_files(inputs):
         try:
             run = read_run(path)

@@ -8,6 +8,7 @@ import re
 import textwrap
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -40,8 +41,8 @@ CMAP = "viridis"
 DPI = 120
 MAX_COLS = 3  # subplots per row for the per-model depth grids
 # Over-window cells are hatched grey, not-evaluated cells white with a dotted edge: neither is a score.
-OVER_WINDOW_STYLE = {"facecolor": "#c8c8c8", "edgecolor": "#7a7a7a", "hatch": "///", "linewidth": 0.0}
-NOT_EVALUATED_STYLE = {"facecolor": "white", "edgecolor": "#9a9a9a", "linestyle": ":", "linewidth": 1.0}
+OVER_WINDOW_STYLE: dict[str, Any] = {"facecolor": "#c8c8c8", "edgecolor": "#7a7a7a", "hatch": "///", "linewidth": 0.0}
+NOT_EVALUATED_STYLE: dict[str, Any] = {"facecolor": "white", "edgecolor": "#9a9a9a", "linestyle": ":", "linewidth": 1.0}
 LOW_N_MARK = "\u2020"
 """Suffix of a low-n cell's value (a dagger)."""
 CHARS_PER_INCH = 11.0

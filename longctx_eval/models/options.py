@@ -6,7 +6,7 @@ accepts `name` (the display name and run-folder name); the other fields are the 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -250,7 +250,10 @@ class OpenAIOptions(KindOptions):
     )
 
 
-def parse_options(cls: type[KindOptions], values: dict[str, str], kind: str, raw: str) -> KindOptions:
+OptionsT = TypeVar("OptionsT", bound="KindOptions")
+
+
+def parse_options(cls: type[OptionsT], values: dict[str, str], kind: str, raw: str) -> OptionsT:
     """Convert and check `values` (strings from the spec); one-line ConfigError naming spec, key and expected form."""
     for key in values:
         if key not in cls.model_fields:

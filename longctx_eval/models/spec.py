@@ -84,8 +84,9 @@ def parse_spec(raw: str) -> ModelSpec:
     options = parse_options(adapter.options, values, kind, text)
     adapter.check(target, text)
     name = options.name or _default_name(short, adapter, target)
-    if getattr(options, "chunking", "greedy") != "greedy" and not options.name:  # minilm?chunking=resync
-        name = f"{name}-{options.chunking}"  # -> minilm-resync: other chunks, another system
+    chunking = getattr(options, "chunking", "greedy")
+    if chunking != "greedy" and not options.name:  # minilm?chunking=resync
+        name = f"{name}-{chunking}"  # -> minilm-resync: other chunks, another system
     rerank = getattr(options, "rerank", None)
     if rerank and not options.name:  # a reranked retriever is another system: `minilm?rerank=maxsim` -> minilm-maxsim
         name = f"{name}-{rerank}"

@@ -12,6 +12,7 @@ import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from rich.markup import escape
 
@@ -188,7 +189,7 @@ def _write_run_file(run_dir: Path, config: RunConfig, task: str) -> None:
 
 def _fresh_manifest(held: Manifest | None, adapter: ModelAdapter) -> Manifest:
     """The folder's manifest with this run's model, suite and environment (task entries kept)."""
-    base = {
+    base: dict[str, Any] = {
         "suite": suite_info(),
         "model": adapter.meta,
         "environment": environment(),

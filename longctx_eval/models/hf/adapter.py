@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError
@@ -58,7 +58,7 @@ class HFCausalLM(ModelAdapter):
         self._torch = torch
         if not os.environ.get("OMP_NUM_THREADS"):  # a thread count the user set is kept (shared machines)
             torch.set_num_threads(max(1, os.cpu_count() or 1))
-        o: HFOptions = spec.options
+        o = cast(HFOptions, spec.options)
         hf_tok, tok = hf_tokenizer_pair(spec)
         template = getattr(hf_tok, "chat_template", None)
         source = hf_source(spec.target, o.revision)
@@ -392,9 +392,10 @@ def _generate_cache_kwarg() -> str:
 def uses_chat(spec: ModelSpec, hf_tok: Any) -> bool:
     """Whether prompts go through the tokenizer's chat template (`chat=auto|true|false`; true needs a template)."""
     template = getattr(hf_tok, "chat_template", None)
-    if spec.options.chat == "true" and not template:
+    chat = cast(HFOptions, spec.options).chat
+    if chat == "true" and not template:
         raise ConfigError(f"model spec {spec.raw!r}: chat=true but the tokenizer has no chat template")
-    return spec.options.chat == "true" or (spec.options.chat == "auto" and bool(template))
+    return chat == "true" or (chat == "auto" and bool(template))
 
 
 def render_ids(hf_tok: Any, use_chat: bool, request: Request) -> list[int]:

@@ -19,7 +19,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Coroutine, Sequence
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError, PrerequisiteError
@@ -52,7 +52,7 @@ class OpenAIModel(ModelAdapter):
     capabilities = frozenset({Capability.GENERATE})
 
     def __init__(self, spec: ModelSpec) -> None:
-        o: OpenAIOptions = spec.options
+        o = cast(OpenAIOptions, spec.options)
         self.spec = spec
         self.options = o
         target = parse_target(spec.target, spec.raw)

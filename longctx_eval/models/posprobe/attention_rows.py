@@ -12,6 +12,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from transformers import AttentionInterface
@@ -80,7 +81,7 @@ def exact_rows(
     return torch.softmax(logits, dim=-1)
 
 
-def _slopes(module: torch.nn.Module, device: torch.device) -> torch.Tensor | None:
+def _slopes(module: Any, device: torch.device) -> torch.Tensor | None:
     """The layer's ALiBi slopes on `device` (its query's), built once per layer and device; None without ALiBi."""
     cached = getattr(module, "_longctx_alibi_slopes", None)
     if cached is None or cached.device != device:
@@ -93,7 +94,7 @@ def _slopes(module: torch.nn.Module, device: torch.device) -> torch.Tensor | Non
 
 
 def rows_attention_forward(
-    module: torch.nn.Module,
+    module: Any,
     query: torch.Tensor,
     key: torch.Tensor,
     value: torch.Tensor,

@@ -111,7 +111,7 @@ def _nothing() -> Iterator[None]:
 
 
 @contextmanager
-def _rows_attention(model: torch.nn.Module) -> Iterator[None]:
+def _rows_attention(model: Any) -> Iterator[None]:
     """Dispatch attention through the row-capturing function for the duration of the block."""
     old = model.config._attn_implementation
     if old != ATTENTION_NAME:
@@ -128,7 +128,7 @@ def _rows_attention(model: torch.nn.Module) -> Iterator[None]:
             model.set_attn_implementation(old)
 
 
-def forward_rows(model: torch.nn.Module, ids: Sequence[int], queries: Sequence[int]) -> Forward:
+def forward_rows(model: Any, ids: Sequence[int], queries: Sequence[int]) -> Forward:
     """One forward of `ids`: exact attention rows of the `queries` (none: no rows), per-position NLL, greedy ids.
 
     Every tensor is built on the model's device; rows, NLL and ids come to the host (numpy) only at the end."""
@@ -141,7 +141,7 @@ def forward_rows(model: torch.nn.Module, ids: Sequence[int], queries: Sequence[i
     return Forward(rows=rows, nll=nll, greedy=greedy)
 
 
-def _next_token_stats(model: torch.nn.Module, hidden: torch.Tensor, ids: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+def _next_token_stats(model: Any, hidden: torch.Tensor, ids: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
     """NLL of each next token and the greedy prediction, the LM head applied in chunks of LOGIT_CHUNK positions."""
     head = model.get_output_embeddings()
     cap_logit = getattr(model.config, "final_logit_softcapping", None)
@@ -172,7 +172,7 @@ def _fields(extra: dict[str, Any], where: str) -> tuple[list[int], list[int], li
 class AttentionProbe:
     """Serves `attention_stats` for one loaded model under one ProbeConfig."""
 
-    def __init__(self, model: torch.nn.Module, config: ProbeConfig, base: dict[str, Any] | None = None) -> None:
+    def __init__(self, model: Any, config: ProbeConfig, base: dict[str, Any] | None = None) -> None:
         self.model = model
         self.config = config
         # The checkpoint's own rope parameters: "variant off" (calibration) and the per-length variants start from

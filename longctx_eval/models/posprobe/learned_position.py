@@ -58,7 +58,7 @@ class LearnedPositions(torch.nn.Module):
         return torch.nn.functional.embedding(position_ids.clamp(min=0, max=last), self.weight)
 
 
-def _positions(decoder: torch.nn.Module, kwargs: dict[str, Any], length: int, device: torch.device) -> torch.Tensor:
+def _positions(decoder: Any, kwargs: dict[str, Any], length: int, device: torch.device) -> torch.Tensor:
     """The decoder's own position ids: the given ones, else the cache length + 0..length-1 (as LlamaModel does)."""
     if kwargs.get("position_ids") is not None:
         return kwargs["position_ids"]
@@ -67,7 +67,7 @@ def _positions(decoder: torch.nn.Module, kwargs: dict[str, Any], length: int, de
     return (torch.arange(length, device=device) + past).unsqueeze(0)
 
 
-def _add_positions(decoder: torch.nn.Module, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
+def _add_positions(decoder: Any, args: tuple, kwargs: dict[str, Any]) -> tuple[tuple, dict[str, Any]]:
     """Forward pre-hook: replace input_ids by inputs_embeds = token embedding + table[position]."""
     kwargs = dict(kwargs)
     if args:  # input_ids passed positionally
@@ -83,7 +83,7 @@ def _add_positions(decoder: torch.nn.Module, args: tuple, kwargs: dict[str, Any]
     return args, kwargs
 
 
-def add_learned_positions(model: torch.nn.Module, n_positions: int, init_std: float = 0.02) -> LearnedPositions:
+def add_learned_positions(model: Any, n_positions: int, init_std: float = 0.02) -> LearnedPositions:
     """Give a RoPE-free Llama a fresh table (training) and the hook that adds it; returns the table."""
     decoder = model.base_model
     rope = dict(getattr(model.config, "rope_parameters", None) or {})
@@ -101,7 +101,7 @@ def add_learned_positions(model: torch.nn.Module, n_positions: int, init_std: fl
     return table
 
 
-def attach_learned_positions(model: torch.nn.Module, folder: Path | None) -> LearnedPositions | None:
+def attach_learned_positions(model: Any, folder: Path | None) -> LearnedPositions | None:
     """Load `learned_positions.safetensors` into a model whose config names a table; None for other models."""
     n = getattr(model.config, CONFIG_KEY, None)
     if n is None:
@@ -126,19 +126,19 @@ def attach_learned_positions(model: torch.nn.Module, folder: Path | None) -> Lea
     return table
 
 
-def save_learned_positions(model: torch.nn.Module, folder: Path) -> None:
+def save_learned_positions(model: Any, folder: Path) -> None:
     """Write the table to folder/learned_positions.safetensors (save_pretrained must not see it: detach first)."""
     from safetensors.torch import save_file
 
     save_file({"weight": model.base_model.learned_positions.weight.detach().contiguous()}, str(folder / TABLE_FILE))
 
 
-def learned_positions(model: torch.nn.Module) -> LearnedPositions | None:
+def learned_positions(model: Any) -> LearnedPositions | None:
     """The attached table, or None."""
     return getattr(model.base_model, "learned_positions", None)
 
 
-def clamp_record(model: torch.nn.Module) -> dict[str, Any]:
+def clamp_record(model: Any) -> dict[str, Any]:
     """For the probe's prediction data: table size and the share of positions clamped in the last forward."""
     table = learned_positions(model)
     if table is None:
@@ -150,7 +150,7 @@ def clamp_record(model: torch.nn.Module) -> dict[str, Any]:
     }
 
 
-def settings(model: torch.nn.Module) -> dict[str, Any]:
+def settings(model: Any) -> dict[str, Any]:
     """What the run records about the model's learned positions ({} without a table)."""
     table = learned_positions(model)
     if table is None:

@@ -84,7 +84,7 @@ def check_variant(config: Any, variant: str) -> None:
 
 
 @contextmanager
-def rope_applied(model: torch.nn.Module, parameters: dict[str, Any], train_length: int | None = None) -> Iterator[None]:
+def rope_applied(model: Any, parameters: dict[str, Any], train_length: int | None = None) -> Iterator[None]:
     """Within the block the model's rotary embedding uses `parameters` (a fresh module; restored after).
 
     For `dynamic`, `train_length` is the window the NTK alpha is measured against (HF takes it from
@@ -111,7 +111,7 @@ def rope_applied(model: torch.nn.Module, parameters: dict[str, Any], train_lengt
         base.rotary_emb = original
 
 
-def _rotary_device(model: torch.nn.Module, rotary: torch.nn.Module) -> torch.device:
+def _rotary_device(model: Any, rotary: torch.nn.Module) -> torch.device:
     """The device of the model's rotary embedding (its inv_freq buffer; under device_map, the first layer's)."""
     buf = getattr(rotary, "inv_freq", None)
     if isinstance(buf, torch.Tensor):

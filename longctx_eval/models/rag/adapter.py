@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError
@@ -53,7 +53,7 @@ class RagModel(ModelAdapter):
     def __init__(self, spec: ModelSpec) -> None:
         retriever_spec, generator_spec = spec.parts
         self.spec = spec
-        self.options: RagOptions = spec.options
+        self.options = cast(RagOptions, spec.options)
         self.retriever = load_model(retriever_spec)
         try:
             self.generator = load_model(generator_spec)

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from longctx_eval.models.assets import load_tokenizer
 from longctx_eval.models.base import model_meta
 from longctx_eval.models.model_spec import ModelSpec
+from longctx_eval.models.options import BM25Options
 from longctx_eval.models.rerankers import load_reranker
 from longctx_eval.models.retrieval.chunk_retriever import ChunkRetriever
 from longctx_eval.models.retrieval.index_cache import Arrays
@@ -100,7 +101,7 @@ class BM25Retriever(ChunkRetriever):
     def __init__(self, spec: ModelSpec) -> None:
         import bm25s
 
-        o = spec.options
+        o = cast(BM25Options, spec.options)
         self.k1 = o.k1
         self.b = o.b
         self.chunking = o.chunking

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -21,6 +21,7 @@ from longctx_eval.models.assets import MINILM_SHA256
 from longctx_eval.models.base import model_meta
 from longctx_eval.models.model_source import load_error, retriever_source, retriever_tokenizer
 from longctx_eval.models.model_spec import ModelSpec
+from longctx_eval.models.options import RetrieverOptions
 from longctx_eval.models.rerankers import load_reranker
 from longctx_eval.models.retrieval.chunk_retriever import ChunkRetriever
 from longctx_eval.models.retrieval.embedding_cache import EmbeddingCache, Reuse
@@ -251,7 +252,7 @@ class DenseRetriever(ChunkRetriever):
     """`retriever:<folder|hub id|minilm>`; chunks are sized in the embedder's own tokenizer."""
 
     def __init__(self, spec: ModelSpec) -> None:
-        o = spec.options
+        o = cast(RetrieverOptions, spec.options)
         self.batch_size = o.batch_size
         self.chunking = o.chunking
         self.model, sha, path = load_encoder(spec.target, o.device)

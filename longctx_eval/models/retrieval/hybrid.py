@@ -11,12 +11,14 @@ Each side's index is the one `minilm` and `bm25` build (same cache entries), so 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import cast
 
 import numpy as np
 
 from longctx_eval.models.base import model_meta
 from longctx_eval.models.model_source import minilm_tokenizer
 from longctx_eval.models.model_spec import ModelSpec
+from longctx_eval.models.options import HybridOptions
 from longctx_eval.models.rerankers import load_reranker
 from longctx_eval.models.retrieval.bm25 import BM25Indexer
 from longctx_eval.models.retrieval.chunk_retriever import ChunkRetriever
@@ -54,7 +56,7 @@ class HybridRetriever(ChunkRetriever):
     def __init__(self, spec: ModelSpec) -> None:
         import bm25s
 
-        o = spec.options
+        o = cast(HybridOptions, spec.options)
         self.alpha, self.fusion, self.rrf_k = o.alpha, o.fusion, o.rrf_k
         self.batch_size = o.batch_size
         self.chunking = o.chunking

@@ -11,7 +11,7 @@ import hashlib
 import time
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError, PrerequisiteError
@@ -50,7 +50,7 @@ class VLLMEngine(ModelAdapter):
         vllm = import_vllm()
         from transformers import AutoConfig, GenerationConfig
 
-        o: VLLMOptions = spec.options
+        o = cast(VLLMOptions, spec.options)
         hf_tok, tok = hf_tokenizer_pair(spec)
         self.hf_tok = hf_tok
         self.use_chat = uses_chat(spec, hf_tok)
