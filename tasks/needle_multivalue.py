@@ -27,7 +27,7 @@ def multivalue_score(sample: Sample, pred: Prediction) -> Score:
     requires=any_of("generate", "retrieve"),
     default_lengths=[1024, 2048, 4096, 8192],
     description="One key, four values spread over the document, all asked; share found or recall@k",
-    bounds={"per_length": between(1, 1000), "reserve": between(0, None)},
+    bounds={"per_length": between(1, 1000), "reserve": between(0, None), "haystacks": between(0, 1000)},
 )
 def needle_multivalue(
     lengths: list[int],
@@ -36,8 +36,12 @@ def needle_multivalue(
     per_length: int = 6,
     reserve: int = RESERVE,
     source: str = "austen",
+    haystacks: int = 0,
 ) -> Task:
-    samples = cell_samples("needle_multivalue", multivalue_cells, tokenizer, source, lengths, per_length, seed, reserve)
+    """`haystacks`: 0 (the default) gives sample i a haystack of its own; h > 0 shares h haystacks round robin."""
+    samples = cell_samples(
+        "needle_multivalue", multivalue_cells, tokenizer, source, lengths, per_length, seed, reserve, haystacks
+    )
     return Task(
         dataset=samples,
         prompt=family_requests,

@@ -14,7 +14,7 @@ from longctx_eval.models.spec import parse_spec
 from longctx_eval.run.suite import load_suite
 
 
-@pytest.mark.parametrize("suite", ["default", "recall-full"])
+@pytest.mark.parametrize("suite", ["default", "recall-full", "reference"])
 def test_shipped_suites_name_known_models_and_tasks(suite):
     plans = load_suite(suite, discover())
     assert {"minilm", "bm25", "smollm2-135m"} <= set(plans)

@@ -34,8 +34,10 @@ def multiquery_cells(
     per_length: int,
     seed: int,
     reserve: int = PROMPT_RESERVE,
+    haystacks: int = 0,
 ) -> Iterator[FamilyCell]:
-    """`per_length` samples per length; the questions come in a random order, not the needles' order."""
+    """`per_length` samples per length; the questions come in a random order, not the needles' order. Sample i
+    reads the haystack of rep i, or with `haystacks` = h > 0 that of rep i % h (as `multivalue_cells`)."""
     for length in lengths:
         for i in range(per_length):
             rng = variant_rng("multiquery", seed, length, i, 0)
@@ -70,6 +72,6 @@ def multiquery_cells(
                 value_kind=kind,
                 needles=needles,
                 questions=questions,
-                hay_index=i,
+                hay_index=i % haystacks if haystacks > 0 else i,
                 reserve=reserve,
             )

@@ -49,8 +49,11 @@ def multivalue_cells(
     per_length: int,
     seed: int,
     reserve: int = RESERVE,
+    haystacks: int = 0,
 ) -> Iterator[FamilyCell]:
-    """`per_length` samples per length; sample i has kind VALUE_KIND_CYCLE[i % 3] and the haystack of rep i."""
+    """`per_length` samples per length; sample i has kind VALUE_KIND_CYCLE[i % 3] and the haystack of rep i, or
+    with `haystacks` = h > 0 that of rep i % h (h haystacks shared by the samples: a dense retriever embeds each
+    once; the samples' keys, values and depths are as without it)."""
     for length in lengths:
         for i in range(per_length):
             rng = variant_rng("multivalue", seed, length, i, 0)
@@ -75,6 +78,6 @@ def multivalue_cells(
                 value_kind=kind,
                 needles=needles,
                 questions=[QuestionSpec(question, prefix, tuple(values), tuple(range(VALUES)), budget)],
-                hay_index=i,
+                hay_index=i % haystacks if haystacks > 0 else i,
                 reserve=reserve,
             )

@@ -27,6 +27,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="cells with fewer samples are marked 'low n' and kept out of ranking, effective length and contrasts "
         "(default 30)",
     )
+    p.add_argument(
+        "--per-sample",
+        action="store_true",
+        help="also copy each input run folder's per-sample scores (gzip) into OUT/per-sample/, for `compare`",
+    )
     p.set_defaults(func=cmd_leaderboard)
 
 
@@ -46,6 +51,11 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
     from longctx_eval.leaderboard.build import update_leaderboard
 
     report = update_leaderboard(list(args.inputs), args.out, site=args.site, min_n=args.min_n)
+    if args.per_sample:
+        from longctx_eval.leaderboard.per_sample import publish
+
+        written = publish(list(args.inputs), args.out)
+        console.print(f"per-sample scores: {len(written)} file(s) under {args.out / 'per-sample'}", highlight=False)
     for path, reason in report.skipped:
         console.print(f"[red]skipped[/red] {path}: {reason}", highlight=False, soft_wrap=True)
     for path, reason in report.unfinished:

@@ -53,6 +53,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     run.add_argument("--no-resume", action="store_true", help="set aside predictions of an earlier run in RUN_DIR")
     run.add_argument("--strict", action="store_true", help="a skipped task is an error (exit status 1)")
     run.add_argument("--suite", default=None, help="a suite name or .toml file; default when no --model/--tasks")
+    run.add_argument(
+        "--part",
+        default=None,
+        metavar="NAME[,NAME]",
+        help="with --suite: only these parts of it, each a model name, a task or MODEL:TASK (suite_parts.py)",
+    )
     add_include_path(run)
     add_effective_flags(run)
     add_cost_flags(run)
@@ -143,6 +149,12 @@ def plans_of(args: argparse.Namespace, registry: Registry[TaskInfo]) -> Plans:
             out.append(TaskPlan(p.info, lengths or p.lengths, limit or p.limit, {**p.args, **given}))
         plans.append((spec, out))
     check_distinct_names([spec for spec, _ in plans])
+    if args.part is not None:
+        if suite is None:
+            raise ConfigError("--part picks parts of a suite; give --suite too")
+        from longctx_eval.run.suite_parts import select_parts
+
+        plans = select_parts(plans, [p.strip() for p in args.part.split(",") if p.strip()])
     return plans
 
 

@@ -11,9 +11,11 @@ test); `significant` when the interval excludes 0.
 
 from __future__ import annotations
 
+import gzip
 import hashlib
 import json
 import math
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -87,9 +89,9 @@ def sample_scores(run_dir: Path, task: str) -> dict[PairKey, SampleScore]:
 
     Only samples with status ok count (failed and over-length ones have no score)."""
     try:
-        samples = inside(run_dir, "samples", f"{task}.jsonl").read_text(encoding="utf-8")
-        scores = scores_path(run_dir, task).read_text(encoding="utf-8")
-    except (OSError, ValueError):
+        samples = _text(inside(run_dir, "samples", f"{task}.jsonl"))
+        scores = _text(scores_path(run_dir, task))
+    except (OSError, ValueError, EOFError):
         return {}
     context: dict[str, tuple[str | None, str]] = {}
     for line in samples.splitlines():
@@ -108,6 +110,18 @@ def sample_scores(run_dir: Path, task: str) -> dict[PairKey, SampleScore]:
         length = (rec.get("metadata") or {}).get("target_tokens")
         out[(rec["id"], sha)] = SampleScore(int(length) if isinstance(length, int) else None, values, design)
     return out
+
+
+def _text(path: Path) -> str:
+    """The file at `path`, or its gzip-compressed copy `path.gz` (a published leaderboard's, `per_sample.py`)."""
+    if not path.exists():
+        packed = path.with_name(path.name + ".gz")
+        if packed.is_file() and not packed.is_symlink():
+            try:
+                return gzip.decompress(packed.read_bytes()).decode("utf-8")
+            except (EOFError, zlib.error) as exc:
+                raise ValueError(f"{packed}: not a readable gzip file ({exc})") from exc
+    return path.read_text(encoding="utf-8")
 
 
 def join(a: Mapping[PairKey, SampleScore], b: Mapping[PairKey, SampleScore], field: str) -> Join:
