@@ -249,7 +249,7 @@ class CorefBaseline(ModelAdapter):
     def __init__(self, spec: ModelSpec) -> None:
         from longctx_eval.models.assets import load_tokenizer
 
-        self.window = cast(CorefOptions, spec.options).window
+        self.window = cast("CorefOptions", spec.options).window
         tok = load_tokenizer("minilm")
         settings = {"baseline_version": VERSION, "mentions": "gold", "window": self.window}
         super().__init__(model_meta(spec, tok, self.capabilities, settings=settings), tok)

@@ -76,7 +76,7 @@ def hf_tokenizer_pair(spec: ModelSpec) -> tuple[Any, Tokenizer]:
     """The transformers tokenizer of an `hf:` spec and our Tokenizer over it (named as the run file records it)."""
     from transformers import AutoTokenizer
 
-    o = cast(HFOptions, spec.options)
+    o = cast("HFOptions", spec.options)
     source = hf_source(spec.target, o.revision)
     kwargs = {k: v for k, v in (("revision", o.revision), ("gguf_file", o.gguf_file)) if v is not None}
     try:

@@ -58,7 +58,7 @@ class HFCausalLM(ModelAdapter):
         self._torch = torch
         if not os.environ.get("OMP_NUM_THREADS"):  # a thread count the user set is kept (shared machines)
             torch.set_num_threads(max(1, os.cpu_count() or 1))
-        o = cast(HFOptions, spec.options)
+        o = cast("HFOptions", spec.options)
         hf_tok, tok = hf_tokenizer_pair(spec)
         template = getattr(hf_tok, "chat_template", None)
         source = hf_source(spec.target, o.revision)
@@ -392,7 +392,7 @@ def _generate_cache_kwarg() -> str:
 def uses_chat(spec: ModelSpec, hf_tok: Any) -> bool:
     """Whether prompts go through the tokenizer's chat template (`chat=auto|true|false`; true needs a template)."""
     template = getattr(hf_tok, "chat_template", None)
-    chat = cast(HFOptions, spec.options).chat
+    chat = cast("HFOptions", spec.options).chat
     if chat == "true" and not template:
         raise ConfigError(f"model spec {spec.raw!r}: chat=true but the tokenizer has no chat template")
     return chat == "true" or (chat == "auto" and bool(template))

@@ -52,7 +52,7 @@ class OpenAIModel(ModelAdapter):
     capabilities = frozenset({Capability.GENERATE})
 
     def __init__(self, spec: ModelSpec) -> None:
-        o = cast(OpenAIOptions, spec.options)
+        o = cast("OpenAIOptions", spec.options)
         self.spec = spec
         self.options = o
         target = parse_target(spec.target, spec.raw)

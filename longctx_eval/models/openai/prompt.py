@@ -65,7 +65,7 @@ def load_served_tokenizer(spec: ModelSpec, warn: bool = False) -> LoadedTokenize
     """The tokenizer of an `openai:` spec, loaded without network beyond the server itself: `tokenizer=` (HF or
     tiktoken:ENC), else the server's own (its /v1/models `root`, checked against its /tokenize; not for hosted
     APIs), else tiktoken for an OpenAI model name, else MiniLM (approximate, with a warning naming the gap)."""
-    o = cast(OpenAIOptions, spec.options)
+    o = cast("OpenAIOptions", spec.options)
     target = parse_target(spec.target, spec.raw)
     if o.tokenizer and o.tokenizer.startswith("tiktoken:"):
         from longctx_eval.models.assets import load_tokenizer
@@ -180,7 +180,7 @@ class PromptRenderer:
     """Renders requests for one endpoint and counts their prompt tokens locally."""
 
     def __init__(self, spec: ModelSpec, loaded: LoadedTokenizer) -> None:
-        o = cast(OpenAIOptions, spec.options)
+        o = cast("OpenAIOptions", spec.options)
         self.target: OpenAITarget = parse_target(spec.target, spec.raw)
         self.loaded = loaded
         self.endpoint = o.endpoint

@@ -53,7 +53,7 @@ class RagModel(ModelAdapter):
     def __init__(self, spec: ModelSpec) -> None:
         retriever_spec, generator_spec = spec.parts
         self.spec = spec
-        self.options = cast(RagOptions, spec.options)
+        self.options = cast("RagOptions", spec.options)
         self.retriever = load_model(retriever_spec)
         try:
             self.generator = load_model(generator_spec)

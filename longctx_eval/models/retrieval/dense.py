@@ -252,7 +252,7 @@ class DenseRetriever(ChunkRetriever):
     """`retriever:<folder|hub id|minilm>`; chunks are sized in the embedder's own tokenizer."""
 
     def __init__(self, spec: ModelSpec) -> None:
-        o = cast(RetrieverOptions, spec.options)
+        o = cast("RetrieverOptions", spec.options)
         self.batch_size = o.batch_size
         self.chunking = o.chunking
         self.model, sha, path = load_encoder(spec.target, o.device)

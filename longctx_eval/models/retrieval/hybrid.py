@@ -56,7 +56,7 @@ class HybridRetriever(ChunkRetriever):
     def __init__(self, spec: ModelSpec) -> None:
         import bm25s
 
-        o = cast(HybridOptions, spec.options)
+        o = cast("HybridOptions", spec.options)
         self.alpha, self.fusion, self.rrf_k = o.alpha, o.fusion, o.rrf_k
         self.batch_size = o.batch_size
         self.chunking = o.chunking

@@ -50,7 +50,7 @@ class VLLMEngine(ModelAdapter):
         vllm = import_vllm()
         from transformers import AutoConfig, GenerationConfig
 
-        o = cast(VLLMOptions, spec.options)
+        o = cast("VLLMOptions", spec.options)
         hf_tok, tok = hf_tokenizer_pair(spec)
         self.hf_tok = hf_tok
         self.use_chat = uses_chat(spec, hf_tok)
