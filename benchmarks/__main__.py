@@ -17,8 +17,8 @@ from benchmarks.environment import environment
 from benchmarks.gpt2 import ensure_gpt2
 from benchmarks.peers import METHODS
 from benchmarks.runner import REPO, run_child
-from longctx_eval.assets import cache_dir
-from longctx_eval.io import atomic_write_text
+from longctx_eval.atomic_io import atomic_write_text
+from longctx_eval.models.assets import cache_dir
 
 PARTS = (
     "chunking",
@@ -309,7 +309,7 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
             "## Semantic chunking (MiniLM)\n",
             "Measured on prefixes of the document (cut at a paragraph break); the full-length column is a "
             "**linear extrapolation**, not a measurement. Ours: 512/64, breakpoints at the 95th percentile of "
-            f"adjacent-sentence distance, embedder `longctx_eval.text.semantic_embed.minilm_embedder`, fast "
+            f"adjacent-sentence distance, embedder `longctx_eval.models.semantic_embed.minilm_embedder`, fast "
             "(the default) and exact precision (docs/semantic.md). "
             "chonkie: threshold 0.5, chunk_size 512 (its own MiniLM token count), no overlap option. "
             f"Every method runs with torch threads = {sem.get('torch_threads', '?')} (on a shared machine "
@@ -330,7 +330,7 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
         lines += [
             "## Building at full length\n",
             "Each step in a fresh process. `assemble`: `data_builders.assemble` to exactly the document length. "
-            "`needle dataset`: `data_builders.export.build_dataset('needle', ...)` (what `longctx-eval build` "
+            "`needle dataset`: `data_builders.dataset.export.build_dataset('needle', ...)` (what `longctx-eval build` "
             "runs): one shared haystack document plus one sample row per depth, parquet and card; then one "
             "sample's context is materialized, chunked and indexed, and its needle looked up through the index.\n",
         ]

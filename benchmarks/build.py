@@ -26,8 +26,8 @@ def build_job(params: dict[str, Any]) -> dict[str, Any]:
 
 def _dataset(params: dict[str, Any], tokenizer: Any, out: Path) -> dict[str, Any]:
     from data_builders import get_source
-    from data_builders.builders import BuildConfig
-    from data_builders.export import build_dataset
+    from data_builders.dataset.export import build_dataset
+    from data_builders.dataset.registry import BuildConfig
 
     source = get_source(params["source"])
     config = BuildConfig(
@@ -48,7 +48,7 @@ def _chunk_needle_context(out: Path, tokenizer: Any) -> dict[str, Any]:
     """Materialize the middle sample's 1M-token context, chunk and index it, and find its needle through the index."""
     import pyarrow.parquet as pq
 
-    from data_builders.needle_builder import documents_by_id, materialize
+    from data_builders.needle.builder import documents_by_id, materialize
     from longctx_eval.text import ChunkConfig, OffsetIndex, chunk_document
 
     rows = pq.read_table(next(out.glob("data/needle_*.parquet"))).to_pylist()

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from data_builders.coref_corpora import Corpus, litbank, ontogum
+from data_builders.coref.splits import Corpus, litbank, ontogum
 from longctx_eval.metrics.coref import document_counts, scores_from_counts, sum_counts
 from longctx_eval.metrics.span_em import GROUPS, fixed_windows, gold_links, link_counts, ratios
 from longctx_eval.models.coref_baseline import resolve

@@ -16,8 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from data_builders.conll import CorefDocument, read_conll, write_conll
-from data_builders.coref_corpora import data_root
+from data_builders.coref.conll import CorefDocument, read_conll, write_conll
+from data_builders.coref.splits import data_root
 from longctx_eval.metrics.coref import score_clusters
 
 

@@ -42,7 +42,7 @@ QUESTION = "What is the special magic number for {key}?"
 
 def doc_path(length: int, samples: int, seed: int) -> Path:
     """Where the haystack and the samples' insertions are kept (a few MB, not N contexts)."""
-    from longctx_eval.assets import cache_dir
+    from longctx_eval.models.assets import cache_dir
 
     return cache_dir() / "bench" / "embedding_reuse" / f"needles-{length}-{samples}-{seed}.json"
 
@@ -52,10 +52,10 @@ def build_job(params: dict[str, Any]) -> dict[str, Any]:
     import random
 
     from data_builders import get_source
-    from data_builders.haystack import haystack_text
-    from data_builders.needle_insertion import make_key, make_value
-    from data_builders.span_insertion import place
-    from longctx_eval.assets import load_tokenizer
+    from data_builders.haystack.assembly import haystack_text
+    from data_builders.haystack.span_insertion import place
+    from data_builders.needle.insertion import make_key, make_value
+    from longctx_eval.models.assets import load_tokenizer
 
     length, samples, seed = params["length"], params["samples"], params["seed"]
     path = doc_path(length, samples, seed)
@@ -123,9 +123,9 @@ def context_of(hay: str, row: dict[str, Any]) -> str:
 def serve_job(params: dict[str, Any]) -> dict[str, Any]:
     """Serve every sample with one retriever (empty cache folder), then check two samples without any cache."""
     os.environ["LONGCTX_EVAL_INDEX_CACHE"] = params["cache"]
-    from data_builders.needle_grid import RETRIEVAL
-    from longctx_eval.models.index_cache import IndexCache
+    from data_builders.needle.grid import RETRIEVAL
     from longctx_eval.models.kinds import MODEL_KINDS
+    from longctx_eval.models.retrieval.index_cache import IndexCache
     from longctx_eval.models.spec import parse_spec
     from longctx_eval.sample import Request
 
@@ -222,9 +222,9 @@ def _vector_check(adapter: Any, dense: Any, embed: Any, context: str, n: int) ->
 
     import numpy as np
 
-    from data_builders.needle_grid import RETRIEVAL
-    from longctx_eval.models.embedding_cache import Reuse
-    from longctx_eval.models.index_cache import shared_cache
+    from data_builders.needle.grid import RETRIEVAL
+    from longctx_eval.models.retrieval.embedding_cache import Reuse
+    from longctx_eval.models.retrieval.index_cache import shared_cache
     from longctx_eval.text.chunking import ChunkConfig, chunk_document
 
     cfg = ChunkConfig(RETRIEVAL.chunk_tokens, RETRIEVAL.chunk_overlap, resync=adapter.chunking == "resync")
@@ -245,8 +245,8 @@ def _vector_check(adapter: Any, dense: Any, embed: Any, context: str, n: int) ->
 
 def diff_job(params: dict[str, Any]) -> dict[str, Any]:
     """Chunks of each sample that are no chunk of the bare haystack (cut to L tokens), greedy and resync."""
-    from data_builders.needle_grid import RETRIEVAL
-    from longctx_eval.assets import load_tokenizer
+    from data_builders.needle.grid import RETRIEVAL
+    from longctx_eval.models.assets import load_tokenizer
     from longctx_eval.text.chunking import ChunkConfig, chunk_document
 
     hay, rows = _contexts(params)
@@ -396,7 +396,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/embedding_reuse[-1m].json")
     args = p.parse_args(argv)
     from benchmarks.environment import environment
-    from longctx_eval.io import atomic_write_text
+    from longctx_eval.atomic_io import atomic_write_text
 
     started = time.perf_counter()
     result = run_embedding_reuse(

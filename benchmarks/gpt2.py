@@ -11,7 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from longctx_eval.assets import cache_dir
+from longctx_eval.models.assets import cache_dir
 from longctx_eval.text import Tokenizer
 
 WHISPER_SDIST = "openai-whisper==20250625"

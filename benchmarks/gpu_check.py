@@ -332,7 +332,7 @@ def oom_path(adapter: Any, vocab: int, length: int, cpu: bool) -> dict[str, Any]
 
         adapter.model.generate = inject
         try:
-            from longctx_eval.models import hf as hf_module
+            from longctx_eval.models.hf import adapter as hf_module
 
             chunk, hf_module.PREFILL_CHUNK = hf_module.PREFILL_CHUNK, max(16, length // 8)
             recovered = adapter.generate([req])[0]
@@ -370,10 +370,10 @@ def probe(cpu: bool, budget: Budget) -> dict[str, Any]:
 
     from longctx_eval.discovery import discover
     from longctx_eval.models.loader import load_model
-    from longctx_eval.models.posprobe_forward import _rows_attention, forward_rows
+    from longctx_eval.models.posprobe.forward import _rows_attention, forward_rows
     from longctx_eval.models.references import REFERENCE_ROOT
     from longctx_eval.models.spec import parse_spec
-    from longctx_eval.sampling import build_samples
+    from longctx_eval.run.sampling import build_samples
 
     out: dict[str, Any] = {"tolerance": ROW_TOLERANCE}
     info = discover().get("posprobe")
@@ -414,7 +414,7 @@ def minilm(cpu: bool) -> dict[str, Any]:
     import numpy as np
 
     from data_builders import get_source
-    from longctx_eval.text.semantic_embed import minilm_embedder
+    from longctx_eval.models.semantic_embed import minilm_embedder
 
     paragraphs = get_source("synthetic").paragraphs(seed=3)
     texts = [next(paragraphs)[:400] for _ in range(512)]

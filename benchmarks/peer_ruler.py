@@ -176,7 +176,7 @@ def lm_eval_bin() -> Path | None:
 
 def run_theirs(lengths: Sequence[int], samples: int, tmp: Path, count: Callable[[str], int]) -> dict[str, Any]:
     """`lm_eval run --model hf ... --tasks niah_single_1 --apply_chat_template` in a fresh process."""
-    from longctx_eval.assets import smollm2_dir
+    from longctx_eval.models.assets import smollm2_dir
 
     binary = lm_eval_bin()
     if binary is None:
@@ -276,7 +276,7 @@ def smollm2_counter() -> Callable[[str], int]:
     """Token count of a text with the SmolLM2 tokenizer, no special tokens added (the chat template is in it)."""
     from tokenizers import Tokenizer
 
-    from longctx_eval.assets import smollm2_dir
+    from longctx_eval.models.assets import smollm2_dir
 
     tok = Tokenizer.from_file(str(smollm2_dir() / "tokenizer.json"))
     return lambda text: len(tok.encode(text, add_special_tokens=False).ids)
@@ -351,10 +351,10 @@ def prefix_cache_job(params: dict[str, Any]) -> dict[str, Any]:
     (prefix reuse) and `prefix_cache=false`, alternating request by request so load drifts on a shared machine
     hit both alike. Texts and token counts must agree (the job fails otherwise)."""
     from longctx_eval.discovery import discover
-    from longctx_eval.models.hf_prefix_cache import PrefixStats
+    from longctx_eval.models.hf.prefix_cache import PrefixStats
     from longctx_eval.models.loader import load_model
     from longctx_eval.models.spec import parse_spec
-    from longctx_eval.sampling import build_samples
+    from longctx_eval.run.sampling import build_samples
 
     on = load_model(parse_spec(MODEL))
     off = load_model(parse_spec(f"{MODEL}?prefix_cache=false"))

@@ -3,7 +3,7 @@
 Per (retriever, length), two fresh processes share one empty index-cache folder: the first chunks, indexes and
 answers the document's queries (cold), the second answers them again from the disk cache (cached). Each reports
 seconds (model load, first query with indexing, the other queries) and the process's peak RSS (VmHWM). The
-documents are the `retrieval` task's (`data_builders.retrieval_docs`, austen haystack, seed 0), built once in a
+documents are the `retrieval` task's (`data_builders.retrieval.docs`, austen haystack, seed 0), built once in a
 process of their own and kept under the cache folder.
 
     python -m benchmarks.retrieval_scale            # writes benchmarks/results/retrieval_scale.json
@@ -41,7 +41,7 @@ def peak_rss_mib() -> float:
 
 def doc_paths(length: int, seed: int) -> tuple[Path, Path]:
     """Where the benchmark document of `length` tokens and its queries are kept."""
-    from longctx_eval.assets import cache_dir
+    from longctx_eval.models.assets import cache_dir
 
     folder = cache_dir() / "bench" / "retrieval"
     return folder / f"retrieval-{length}-{seed}.txt", folder / f"retrieval-{length}-{seed}.json"
@@ -50,8 +50,8 @@ def doc_paths(length: int, seed: int) -> tuple[Path, Path]:
 def build_job(params: dict[str, Any]) -> dict[str, Any]:
     """Build (or reuse) the task's document of `length` MiniLM tokens; its queries and gold spans beside it."""
     from data_builders import get_source
-    from data_builders.retrieval_docs import build_retrieval_doc
-    from longctx_eval.assets import load_tokenizer
+    from data_builders.retrieval.docs import build_retrieval_doc
+    from longctx_eval.models.assets import load_tokenizer
 
     length, seed = params["length"], params["seed"]
     text_path, meta_path = doc_paths(length, seed)
@@ -82,7 +82,7 @@ def build_job(params: dict[str, Any]) -> dict[str, Any]:
 def retrieve_job(params: dict[str, Any]) -> dict[str, Any]:
     """Load one retriever and answer every query of one document; the first query builds (or reads) the index."""
     os.environ["LONGCTX_EVAL_INDEX_CACHE"] = params["cache"]
-    from data_builders.retrieval_docs import RETRIEVAL
+    from data_builders.retrieval.docs import RETRIEVAL
     from longctx_eval.metrics.retrieval import ranking_scores
     from longctx_eval.models.kinds import MODEL_KINDS
     from longctx_eval.models.spec import parse_spec
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "retrieval_scale.json")
     args = p.parse_args(argv)
     from benchmarks.environment import environment
-    from longctx_eval.io import atomic_write_text
+    from longctx_eval.atomic_io import atomic_write_text
 
     started = time.perf_counter()
     result = run_retrieval_scale(

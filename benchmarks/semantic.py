@@ -24,7 +24,7 @@ def slice_text(text: str, fraction: float) -> str:
 
 def minilm_embed(precision: str = "fast") -> tuple[Callable[[list[str]], Any], str]:
     """The project's MiniLM sentence embedder (window 0: the caller smooths) at `precision`; and its label."""
-    from longctx_eval.text.semantic_embed import minilm_embedder
+    from longctx_eval.models.semantic_embed import minilm_embedder
 
     embed = minilm_embedder(window=0, precision=precision)
     label = f"minilm_embedder(precision={precision!r}): {getattr(embed, 'dtype', '?')}"
@@ -38,8 +38,8 @@ def ours(precision: str = "fast", vectors: dict[str, np.ndarray] | None = None) 
     `smooth`, so the raw sentence vectors can be kept in `vectors` for the fast-vs-exact comparison.
     """
     from benchmarks.gpt2 import gpt2_tiktoken_tokenizer
+    from longctx_eval.models.semantic_embed import smooth
     from longctx_eval.text import ChunkConfig, chunk_document
-    from longctx_eval.text.semantic_embed import smooth
 
     raw, embedder = minilm_embed(precision)
     tokenizer = gpt2_tiktoken_tokenizer()
@@ -64,7 +64,7 @@ def chonkie() -> tuple[Callable[[str], Spans], str]:
     from chonkie.embeddings import SentenceTransformerEmbeddings
     from sentence_transformers import SentenceTransformer
 
-    from longctx_eval.assets import minilm_path
+    from longctx_eval.models.assets import minilm_path
 
     model = SentenceTransformer(str(minilm_path()), device="cpu")
     chunker = SemanticChunker(

@@ -26,7 +26,7 @@ def _synthetic(chars: int, seed: int) -> int:
 
 
 def _austen_warm(chars: int, seed: int) -> int:
-    from data_builders.sources import austen
+    from data_builders.haystack.sources import austen
 
     path, cached = austen.ensure_corpus(download=False)
     if not cached:
@@ -49,7 +49,7 @@ def sources_job(params: dict[str, Any]) -> dict[str, Any]:
     """Produce about `chars` characters of haystack text with one source; warm-up (imports) is not timed."""
     run = {"synthetic": _synthetic, "austen_warm": _austen_warm, "word_salad": _word_salad}[params["source"]]
     if params["source"] == "austen_warm":
-        from data_builders.sources import austen
+        from data_builders.haystack.sources import austen
 
         austen.ensure_corpus()  # builds the cache if needed, untimed: the timed call is the warm path
     started = time.perf_counter()

@@ -66,7 +66,7 @@ def log(message: str) -> None:
 
 
 def depth_grid(depths: int) -> list[float]:
-    from data_builders.needle_grid import depth_grid as grid
+    from data_builders.needle.grid import depth_grid as grid
 
     return grid(depths)
 
@@ -84,7 +84,7 @@ def prefix_bound(depths: Sequence[float]) -> float:
 def build_grid(tokenizer: Any, params: dict[str, Any]) -> tuple[Any, list[Any], list[Any]]:
     """(task, samples, requests in the runner's serving order) of the needle grid in `params`."""
     from longctx_eval.discovery import discover
-    from longctx_eval.sampling import build_samples
+    from longctx_eval.run.sampling import build_samples
 
     info = discover()["needle"]
     args = {"depths": int(params["depths"]), "per_cell": int(params["haystacks"])}
@@ -110,7 +110,7 @@ def _with_part(r: Any, part: int) -> Any:
 
 def serving_order(bound: Any, samples: Sequence[Any], requests: list[tuple[int, Any]]) -> list[tuple[int, Any, int]]:
     """(sample index, request, prompt tokens) in the order `longctx-eval run` serves them."""
-    from longctx_eval.runner import _serving_order
+    from longctx_eval.run.runner import _serving_order
 
     return _serving_order([(i, r, bound.prompt_tokens(r)) for i, r in requests], samples)
 
@@ -398,7 +398,7 @@ def served_job(params: dict[str, Any]) -> dict[str, Any]:
     """`openai:` against `vllm serve` on loopback: the runner's batches with 8 in flight (ours, twice: first and
     last), one request in flight with the server's prefix cache, and one in flight with the cache emptied before
     each request (the server's /reset_prefix_cache, which VLLM_SERVER_DEV_MODE=1 opens)."""
-    from longctx_eval.assets import smollm2_dir
+    from longctx_eval.models.assets import smollm2_dir
     from longctx_eval.models.loader import load_model
     from longctx_eval.models.spec import parse_spec
 
@@ -486,8 +486,8 @@ class LmEvalPeer:
             from lm_eval.api.registry import get_model
         except ImportError:
             raise SystemExit(LM_EVAL_MISSING) from None
-        from longctx_eval.assets import smollm2_dir
-        from longctx_eval.models.hf import uses_chat
+        from longctx_eval.models.assets import smollm2_dir
+        from longctx_eval.models.hf.adapter import uses_chat
         from longctx_eval.models.model_source import hf_tokenizer_pair
         from longctx_eval.models.spec import parse_spec
 

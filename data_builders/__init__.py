@@ -13,7 +13,7 @@ What a task author needs (each name has its own docstring):
 This package imports only `longctx_eval` (the core), never `tasks`.
 """
 
-from data_builders.haystack import (
+from data_builders.haystack.assembly import (
     FilesSource,
     HaystackSource,
     SyntheticSource,
@@ -22,8 +22,17 @@ from data_builders.haystack import (
     register_source,
     source_names,
 )
-from data_builders.needle_grid import NeedleCell, depth_grid, needle_cells
-from data_builders.needle_insertion import (
+from data_builders.haystack.sources import AustenSource, HFSource
+from data_builders.haystack.span_insertion import (
+    MIN_HAYSTACK_TOKENS,
+    InsertedContext,
+    Span,
+    insert_sentences,
+    sentence_ends,
+)
+from data_builders.haystack.synthetic_narrative import narrative_paragraphs
+from data_builders.needle.grid import NeedleCell, depth_grid, needle_cells
+from data_builders.needle.insertion import (
     MAGIC_NUMBER,
     PASSCODE,
     NeedleDoc,
@@ -31,9 +40,10 @@ from data_builders.needle_insertion import (
     build_needle_doc,
     needle_question,
 )
-from data_builders.sources import AustenSource, HFSource
-from data_builders.span_insertion import MIN_HAYSTACK_TOKENS, InsertedContext, Span, insert_sentences, sentence_ends
-from data_builders.synthetic_narrative import narrative_paragraphs
+from data_builders.old_paths import MOVED
+from longctx_eval.old_paths import install
+
+install(MOVED)  # old module paths keep importing one release (data_builders/old_paths.py)
 
 __all__ = [
     "MAGIC_NUMBER",

@@ -2,7 +2,7 @@
 
 The files `longctx-eval export` writes import this module: each row of a `longctx-eval build` dataset becomes
 the task's own `Sample` (the builder's row reader), the task's own prompt function gives its prompt, answer
-prefix and budget, and the task's own scorer (through `longctx_eval.scoring.score_one`, as `score` runs it)
+prefix and budget, and the task's own scorer (through `longctx_eval.scoring.score.score_one`, as `score` runs it)
 scores the generated text. Nothing is re-implemented, so the rule cannot drift from ours.
 """
 
@@ -16,14 +16,14 @@ from typing import Any
 
 import pyarrow.parquet as pq
 
-from data_builders.cross_paragraph_grid import row_sample
-from data_builders.needle_builder import documents_by_id, needle_sample
+from data_builders.cross_paragraph.grid import row_sample
+from data_builders.needle.builder import documents_by_id, needle_sample
 from longctx_eval.discovery import discover
 from longctx_eval.errors import DataError
 from longctx_eval.export.built_dataset import BuiltDataset, read_built
 from longctx_eval.export.targets import EXPORTABLE
 from longctx_eval.sample import Prediction, Request, Sample
-from longctx_eval.scoring import score_one
+from longctx_eval.scoring.score import score_one
 from longctx_eval.task import Task
 
 RowReader = Callable[[Mapping[str, Any], Mapping[str, str] | None], Sample]

@@ -10,6 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
+from longctx_eval.cache_folder import cache_dir
 from longctx_eval.errors import LongctxError
 
 
@@ -39,8 +40,6 @@ def hash_cache_path() -> Path:
     folder = os.environ.get(HASH_CACHE_ENV)
     if folder:
         return Path(folder).expanduser() / HASH_CACHE_FILE
-    from longctx_eval.assets import cache_dir
-
     return cache_dir() / HASH_CACHE_FILE
 
 
@@ -77,7 +76,7 @@ def cached_file_sha256(path: Path) -> str:
         return entry["sha256"]
     digest = file_sha256(path)
     try:
-        from longctx_eval.io import atomic_write_text
+        from longctx_eval.atomic_io import atomic_write_text
 
         cache_file.parent.mkdir(parents=True, exist_ok=True)
         entries = _read_cache(cache_file)  # re-read: another process may have added entries meanwhile

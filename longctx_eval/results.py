@@ -15,8 +15,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from longctx_eval.atomic_io import atomic_write_text
 from longctx_eval.errors import RunFileError
-from longctx_eval.io import atomic_write_text
 
 SCHEMA_VERSION = 1
 SKIP_KINDS = ("missing_data", "capability", "over_window", "error", "crashed")
@@ -205,7 +205,7 @@ class CompositeScore(_Strict):
 
 
 class LatencyStats(_Strict):
-    """Percentiles of one latency (seconds) or speed over a task's served requests (metrics/latency.py)."""
+    """Percentiles of one latency (seconds) or speed over a task's served requests (scoring/latency.py)."""
 
     n: int = Field(ge=1)
     mean: float

@@ -84,3 +84,13 @@ class Score:
 
     def __getitem__(self, key: str) -> float:
         return self.values[key]
+
+
+Stratum = tuple[int, float | None]
+"""A sample's cell: (target_tokens, depth or None)."""
+
+
+def stratum_of(sample: Sample) -> Stratum:
+    """A sample's (length, depth) cell; depth is None for tasks without a depth grid."""
+    depth = sample.metadata.get("depth")
+    return int(sample.metadata["target_tokens"]), None if depth is None else float(depth)

@@ -3,9 +3,9 @@
     nice -n 10 .venv/bin/python reference_models/train.py --model all --out reference_models
 
 All three are the same 2-layer Llama (d=128, 4 heads, SwiGLU 256, tied embeddings, vocab 128) trained in a
-128-token window on the toy language of `data_builders/posprobe_language.py`: 80% passkey sequences at lengths
+128-token window on the toy language of `data_builders/posprobe/language.py`: 80% passkey sequences at lengths
 uniform over 32..128 (right-padded, so the question, needle and answer positions carry no absolute-position
-cue; `data_builders/posprobe_training.py`; answer tokens weighted x10 in the loss), 20% plain toy text of 128
+cue; `data_builders/posprobe/training.py`; answer tokens weighted x10 in the loss), 20% plain toy text of 128
 tokens. tiny-rope uses RoPE (theta 1e4); tiny-alibi and tiny-learned disable RoPE (`proportional`,
 partial_rotary_factor 0); tiny-alibi adds ALiBi slopes 2^-2..2^-8 in the attention function, tiny-learned a
 learned table of 128 position vectors added to the token embeddings. Passkey accuracy at 128 tokens must
@@ -28,7 +28,7 @@ import torch
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from data_builders.posprobe_language import (  # noqa: E402
+from data_builders.posprobe.language import (  # noqa: E402
     LANGUAGE_SEED,
     QUESTION,
     ToyCodec,
@@ -36,15 +36,15 @@ from data_builders.posprobe_language import (  # noqa: E402
     build_passkey,
     toy_vocabulary,
 )
-from data_builders.posprobe_training import MIN_LENGTH, training_batch  # noqa: E402
-from longctx_eval.models.alibi_attention import alibi_slopes  # noqa: E402
-from longctx_eval.models.attention_rows import ATTENTION_NAME  # noqa: E402
-from longctx_eval.models.learned_position import (  # noqa: E402
+from data_builders.posprobe.training import MIN_LENGTH, training_batch  # noqa: E402
+from longctx_eval.models.posprobe.alibi_attention import alibi_slopes  # noqa: E402
+from longctx_eval.models.posprobe.attention_rows import ATTENTION_NAME  # noqa: E402
+from longctx_eval.models.posprobe.learned_position import (  # noqa: E402
     BEYOND_TABLE,
     add_learned_positions,
     save_learned_positions,
 )
-from longctx_eval.models.learned_position import CONFIG_KEY as LEARNED_KEY  # noqa: E402
+from longctx_eval.models.posprobe.learned_position import CONFIG_KEY as LEARNED_KEY  # noqa: E402
 
 TRAIN_LENGTH = 128
 BATCH = 32
@@ -83,7 +83,7 @@ def model_config(posenc: str):  # noqa: ANN201
 
     alibi and learned disable RoPE (`proportional`, partial_rotary_factor 0: cos = 1, sin = 0); alibi adds
     `alibi_slopes` (applied by the `longctx_rows` attention function), learned a table of TRAIN_LENGTH
-    position vectors added to the token embeddings (`longctx_eval/models/learned_position.py`).
+    position vectors added to the token embeddings (`longctx_eval/models/posprobe/learned_position.py`).
     """
     from transformers import LlamaConfig
 

@@ -14,9 +14,9 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from data_builders.coref_corpora import Corpus
-from data_builders.coref_documents import corpus_documents, rendered, synthetic_documents
-from data_builders.coref_haystack import LongDoc
+from data_builders.coref.documents import corpus_documents, rendered, synthetic_documents
+from data_builders.coref.haystack import LongDoc
+from data_builders.coref.splits import Corpus
 from longctx_eval import Metric, Prediction, Request, Sample, Score, Tokenizer, custom, mean, ratio
 from longctx_eval.metrics.coref import METRICS, document_counts, f1, scores_from_counts
 from longctx_eval.metrics.coref_protocol import batches, close_links, parse_answers

@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from data_builders.cross_paragraph_grid import (
+from data_builders.cross_paragraph.grid import (
     MAX_NEW_TOKENS,
     PROMPT_TEMPLATE,
     RECALL_KS,

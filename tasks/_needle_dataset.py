@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from data_builders import get_source
-from data_builders.haystack import HaystackSource
+from data_builders.haystack.assembly import HaystackSource
 from longctx_eval import Sample, Tokenizer
 
 Cells = Callable[..., Iterable[Any]]

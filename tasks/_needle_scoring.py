@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from data_builders.needle_grid import PROMPT_TEMPLATE, RETRIEVAL
+from data_builders.needle.grid import PROMPT_TEMPLATE, RETRIEVAL
 from longctx_eval import Hit, Metric, Prediction, Request, Sample, Score, first_covering_rank, mean, rate, recall_at
 from longctx_eval.metrics.answer_parsing import found_values, match_answer, parse_all
 

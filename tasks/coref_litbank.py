@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from data_builders.coref_corpora import litbank
+from data_builders.coref.splits import litbank
 from longctx_eval import Task, Tokenizer, any_of, between, task
 
 from ._coref import CorefConfig, CorefKit, coref_metrics, corpus_samples

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from data_builders.coref_corpora import ONTONOTES_HELP, ontonotes, ontonotes_location
+from data_builders.coref.splits import ONTONOTES_HELP, ontonotes, ontonotes_location
 from longctx_eval import Task, Tokenizer, any_of, between, task
 from longctx_eval.errors import TaskUnavailable
 

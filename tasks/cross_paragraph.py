@@ -11,14 +11,14 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from data_builders import get_source
-from data_builders.cross_paragraph_grid import (
+from data_builders.cross_paragraph.grid import (
     DISTANCE_LADDER,
     RETRIEVAL_PRIMARY_K,
     cross_cells,
     distances_for,
     int_list,
 )
-from data_builders.prompt_budget import PROMPT_RESERVE
+from data_builders.haystack.prompt_budget import PROMPT_RESERVE
 from longctx_eval import Sample, Task, Tokenizer, any_of, between, contrast, curve, task
 
 from ._cross_paragraph_scoring import RETRIEVAL_PRIMARY, ask, cross_metrics, cross_oracle, cross_score, distance_field

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from data_builders.needle_grid import needle_cells
-from data_builders.prompt_budget import PROMPT_RESERVE
+from data_builders.haystack.prompt_budget import PROMPT_RESERVE
+from data_builders.needle.grid import needle_cells
 from longctx_eval import Task, Tokenizer, any_of, between, task
 
 from ._needle_dataset import cell_samples

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from data_builders.needle_multikey import multikey_cells
-from data_builders.prompt_budget import PROMPT_RESERVE
+from data_builders.haystack.prompt_budget import PROMPT_RESERVE
+from data_builders.needle.multikey import multikey_cells
 from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, between, contains_answer, rate, task
 
 from ._needle_dataset import cell_samples

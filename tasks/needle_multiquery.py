@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from data_builders.needle_multiquery import multiquery_cells
-from data_builders.prompt_budget import PROMPT_RESERVE
+from data_builders.haystack.prompt_budget import PROMPT_RESERVE
+from data_builders.needle.multiquery import multiquery_cells
 from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, between, mean, recall_at, task
 from longctx_eval.metrics.answer_parsing import match_answer
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from data_builders.needle_multivalue import RESERVE, multivalue_cells
+from data_builders.needle.multivalue import RESERVE, multivalue_cells
 from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, between, is_empty, mean, rate, task
 
 from ._needle_dataset import cell_samples

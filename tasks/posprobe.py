@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from data_builders.posprobe_language import ToyLanguage
-from data_builders.posprobe_samples import ProbeBuilder, TokenizerCodec, check_lengths, probe_inputs
+from data_builders.posprobe.language import ToyLanguage
+from data_builders.posprobe.samples import ProbeBuilder, TokenizerCodec, check_lengths, probe_inputs
 from longctx_eval import Prediction, Request, Sample, Score, Task, Tokenizer, any_of, mean, task
 from longctx_eval.metrics import posprobe as pm
 from longctx_eval.metrics.aggregate import custom

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from data_builders import get_source
-from data_builders.retrieval_docs import (
+from data_builders.retrieval.docs import (
     DEFAULT_TOPICS,
     RECALL_KS,
     RETRIEVAL,

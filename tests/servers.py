@@ -132,7 +132,7 @@ def llama_cpp_available() -> bool:
 @contextmanager
 def llama_cpp_server_at(log_dir: Path, n_ctx: int = LLAMA_CTX) -> Iterator[str]:
     """`python -m llama_cpp.server` on the packaged SmolLM2 GGUF at a free port; yields its base URL."""
-    from longctx_eval.assets import smollm2_gguf
+    from longctx_eval.models.assets import smollm2_gguf
 
     port = free_port()
     cmd = [

@@ -22,9 +22,9 @@ from longctx_eval.errors import TaskDefinitionError
 from longctx_eval.metrics.aggregate import column_mean, mean
 from longctx_eval.metrics.bootstrap import bootstrap_ci
 from longctx_eval.metrics.contrast import contrast
-from longctx_eval.metrics.contrast_values import contrast_results
-from longctx_eval.metrics.resample import column_means_ci
 from longctx_eval.sample import Sample, Score
+from longctx_eval.scoring.contrasts import contrast_results
+from longctx_eval.scoring.resample import column_means_ci
 
 REPO = Path(__file__).resolve().parents[1]
 SCHEMA = json.loads((REPO / "leaderboards" / "schema.json").read_text())
@@ -242,7 +242,7 @@ def test_contrast_interval_contains_the_truth_and_is_seeded():
 
 
 def test_bool_slice_values_stay_apart_from_ints():
-    from longctx_eval.metrics.slicing import same_value, value_key
+    from longctx_eval.scoring.slicing import same_value, value_key
 
     assert value_key(True) != value_key(1) and value_key(2) == value_key(2.0)
     assert same_value(True, True) and not same_value(1, True) and not same_value(None, "x")

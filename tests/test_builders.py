@@ -23,11 +23,11 @@ from data_builders import (
     narrative_paragraphs,
     needle_question,
 )
-from data_builders import narrative_lexicon as lexicon
-from data_builders import narrative_templates as templates
-from data_builders.needle_insertion import KEY_QUALIFIERS
-from data_builders.span_insertion import MIN_HAYSTACK_TOKENS, sentence_ends
-from data_builders.synthetic_narrative import _Slots, _Writer, narrative_sha256
+from data_builders.haystack import narrative_lexicon as lexicon
+from data_builders.haystack import narrative_templates as templates
+from data_builders.haystack.span_insertion import MIN_HAYSTACK_TOKENS, sentence_ends
+from data_builders.haystack.synthetic_narrative import _Slots, _Writer, narrative_sha256
+from data_builders.needle.insertion import KEY_QUALIFIERS
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.text.tokenizer import Tokenizer
 

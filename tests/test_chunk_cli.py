@@ -86,7 +86,7 @@ def test_empty_file_gives_no_lines(tmp_path, capsysbinary):
 
 
 def test_semantic_mode_uses_the_packaged_minilm(corpus, minilm_tokenizer, capsysbinary, monkeypatch):
-    from longctx_eval.text import semantic_embed
+    from longctx_eval.models import semantic_embed
 
     loaded = []  # the model is loaded once, by the CLI, and reused for the reference chunks
     real = semantic_embed.minilm_embedder
@@ -111,7 +111,7 @@ def test_semantic_mode_uses_the_packaged_minilm(corpus, minilm_tokenizer, capsys
 
 
 def test_semantic_without_the_embedder_module_is_a_one_line_error(corpus, capsys, monkeypatch):
-    monkeypatch.setitem(sys.modules, "longctx_eval.text.semantic_embed", None)
+    monkeypatch.setitem(sys.modules, "longctx_eval.models.semantic_embed", None)
     code = main(["chunk", str(corpus), "--tokenizer", "minilm", "--semantic"])
     err = capsys.readouterr().err.strip()
     assert code == 2 and "--semantic needs the sentence embedder" in err and "\n" not in err

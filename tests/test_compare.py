@@ -17,8 +17,8 @@ import pytest
 from scipy.stats import binomtest
 
 from longctx_eval.cli import main
-from longctx_eval.metrics.paired_tests import holm, sign_flip
-from longctx_eval.paired_scores import REFUSED_CONTEXT, REFUSED_DESIGN
+from longctx_eval.scoring.paired_scores import REFUSED_CONTEXT, REFUSED_DESIGN
+from longctx_eval.scoring.paired_tests import holm, sign_flip
 
 RUN = ["--lengths", "2048,8192", "--seed", "3", "--task-arg", "retrieval.topics=10"]
 
@@ -155,7 +155,7 @@ def test_run_folder_without_per_sample_scores(runs: Path, tmp_path: Path, capsys
 def test_leaderboard_says_whether_the_leader_is_significantly_ahead(runs: Path, tmp_path: Path) -> None:
     """From run folders: the retrieval board's leader (the oracle) against the runner-up (bm25), paired on
     every shared sample, with the p-value recomputed here; from run copies alone: not testable."""
-    from longctx_eval.leaderboard import update_leaderboard
+    from longctx_eval.leaderboard.build import update_leaderboard
 
     inputs = [runs / "bm25", runs / "oracle"]
     update_leaderboard(inputs, tmp_path / "board", site=tmp_path / "site")
@@ -181,9 +181,9 @@ def test_leaderboard_says_whether_the_leader_is_significantly_ahead(runs: Path, 
 def test_leader_test_refuses_other_designs(runs: Path) -> None:
     """bm25 against its copy whose 8K samples name other haystacks: at 8K nothing is testable, at 2K the 29
     pairs of one design are (the reworded question refused)."""
-    from longctx_eval.leaderboard_significance import leader_test
-    from longctx_eval.paired_scores import sample_scores
+    from longctx_eval.leaderboard.significance import leader_test
     from longctx_eval.results import read_run
+    from longctx_eval.scoring.paired_scores import sample_scores
 
     ranked = [read_run(runs / name / "run.json") for name in ("bm25", "bm25-moved")]
     ranked[1] = ranked[1].model_copy(update={"model": ranked[1].model.model_copy(update={"name": "moved"})})
@@ -199,7 +199,7 @@ def test_leader_test_refuses_other_designs(runs: Path) -> None:
 
 
 def test_other_seed_moves_only_the_resampled_numbers(runs: Path, tmp_path: Path) -> None:
-    from longctx_eval.run_comparison import compare_runs, to_json
+    from longctx_eval.scoring.comparison import compare_runs, to_json
 
     zero = to_json(compare_runs(runs / "bm25", runs / "oracle", ["retrieval"], seed=0))
     one = to_json(compare_runs(runs / "bm25", runs / "oracle", ["retrieval"], seed=1))
@@ -227,8 +227,8 @@ def test_compare_on_simulated_runs_with_a_known_effect(runs: Path, tmp_path: Pat
     """The `compare` path on folders of simulated scores (accuracy 0.6 vs 0.5 at n=200, paired as in
     test_paired_tests.py's 500-simulation power test): its p is McNemar's exact p of the same discordant
     pairs, and across 20 simulated pairs it detects the effect about as often as that test's power says."""
-    from longctx_eval.metrics.paired_tests import mcnemar_exact
-    from longctx_eval.run_comparison import compare_runs
+    from longctx_eval.scoring.comparison import compare_runs
+    from longctx_eval.scoring.paired_tests import mcnemar_exact
 
     rng = np.random.default_rng(5)
     detected = 0

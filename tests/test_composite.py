@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from longctx_eval.errors import ConfigError
-from longctx_eval.metrics.composite import (
+from longctx_eval.results import TaskResult
+from longctx_eval.scoring.composite import (
     DEFAULT_WEIGHTS,
     CompositeConfig,
     answer_text,
@@ -18,7 +19,6 @@ from longctx_eval.metrics.composite import (
     task_composite,
     throughput_score,
 )
-from longctx_eval.results import TaskResult
 
 
 def test_normalisation_is_the_documented_one():

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from data_builders import coref_archives
-from data_builders.coref_archives import ARCHIVES, shipped_root, verify
-from data_builders.coref_corpora import data_root, litbank, ontogum
+from data_builders.coref import archives as coref_archives
+from data_builders.coref.archives import ARCHIVES, shipped_root, verify
+from data_builders.coref.splits import data_root, litbank, ontogum
 from longctx_eval.errors import DataError, PrerequisiteError
 
 
@@ -82,7 +82,7 @@ def test_env_var_overrides_the_shipped_data(tmp_path: Path, monkeypatch: pytest.
 
 @pytest.mark.slow
 def test_the_rebuild_script_reproduces_the_pinned_bytes(tmp_path: Path) -> None:
-    from data_builders.make_coref_archives import main
+    from data_builders.coref.make_archives import main
 
     assert main([str(shipped_root()), "--out", str(tmp_path)]) == 0
     for archive in ARCHIVES:

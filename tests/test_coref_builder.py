@@ -7,12 +7,12 @@ from pathlib import Path
 import datasets
 import pytest
 
-from data_builders.builders import BuildConfig, builders
-from data_builders.coref_builder import COREF_FEATURES
-from data_builders.coref_corpora import ontogum
-from data_builders.coref_documents import corpus_documents
-from data_builders.coref_haystack import as_long, measure
-from data_builders.export import BuildReport, build_dataset
+from data_builders.coref.builder import COREF_FEATURES
+from data_builders.coref.documents import corpus_documents
+from data_builders.coref.haystack import as_long, measure
+from data_builders.coref.splits import ontogum
+from data_builders.dataset.export import BuildReport, build_dataset
+from data_builders.dataset.registry import BuildConfig, builders
 from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.text.tokenizer import Tokenizer

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from data_builders.conll import CorefDocument, format_conll, parse_conll, read_conll, write_conll
-from data_builders.coref_corpora import data_root, from_hf_record, litbank, ontogum
+from data_builders.coref.conll import CorefDocument, format_conll, parse_conll, read_conll, write_conll
+from data_builders.coref.splits import data_root, from_hf_record, litbank, ontogum
 from longctx_eval.errors import DataError
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from data_builders import get_source
-from data_builders.conll import CorefDocument, parse_conll
-from data_builders.coref_haystack import as_long, measure, render, split_words, stretch, valid_gaps
-from data_builders.coref_synthetic import synthetic_document
+from data_builders.coref.conll import CorefDocument, parse_conll
+from data_builders.coref.haystack import as_long, measure, render, split_words, stretch, valid_gaps
+from data_builders.coref.synthetic import synthetic_document
 from longctx_eval.errors import ConfigError, DataError
 
 DOC = """#begin document (t); part 000

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from data_builders.coref_corpora import ontonotes, ontonotes_paths
+from data_builders.coref.splits import ontonotes, ontonotes_paths
 from longctx_eval.discovery import discover
 from longctx_eval.errors import DataError, TaskUnavailable
 

@@ -10,10 +10,10 @@ from types import ModuleType
 
 import pytest
 
-from data_builders.conll import parse_conll, read_conll, write_conll
-from data_builders.coref_haystack import as_long
-from data_builders.coref_score_command import cmd_coref_score, score_files
-from data_builders.coref_synthetic import synthetic_document
+from data_builders.coref.conll import parse_conll, read_conll, write_conll
+from data_builders.coref.haystack import as_long
+from data_builders.coref.score_command import cmd_coref_score, score_files
+from data_builders.coref.synthetic import synthetic_document
 from longctx_eval import Prediction
 from longctx_eval.discovery import discover
 from longctx_eval.metrics.coref import score_clusters
@@ -154,7 +154,7 @@ def test_runner_end_to_end_and_rescore(tmp_path: Path) -> None:
 
 
 def test_coref_score_cli_on_real_files(tmp_path: Path, capsys) -> None:  # noqa: ANN001
-    from data_builders.coref_corpora import data_root
+    from data_builders.coref.splits import data_root
 
     key = data_root() / "litbank" / "coref" / "conll" / "1023_bleak_house_brat.conll"
     (doc,) = read_conll(key)
@@ -206,7 +206,7 @@ def test_coref_score_names_a_non_integer_cluster_id(tmp_path: Path) -> None:
 
 
 def test_coref_score_command_registers_and_runs_standalone(tmp_path: Path, capsys) -> None:  # noqa: ANN001
-    from data_builders.coref_score_command import add_parser, main
+    from data_builders.coref.score_command import add_parser, main
 
     parser = argparse.ArgumentParser(prog="longctx-eval")
     sub = parser.add_subparsers(dest="command", required=True)

@@ -12,9 +12,9 @@ import pytest
 from servers import SERVE_MODEL, http_json, root
 
 from longctx_eval.cli import main
-from longctx_eval.cost import PRICES, Budget, BudgetStop, Price, load_prices, price_of, served_model
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.spec import parse_spec
+from longctx_eval.run.cost import PRICES, Budget, BudgetStop, Price, load_prices, price_of, served_model
 from longctx_eval.sample import Prediction
 
 

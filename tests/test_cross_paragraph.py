@@ -11,18 +11,18 @@ import datasets
 import pytest
 
 from data_builders import get_source
-from data_builders.builders import BuildConfig
-from data_builders.cross_paragraph_builder import ROW_FEATURES
-from data_builders.cross_paragraph_facts import RELATIONS, Fact, check_unambiguous, make_chain, resolve
-from data_builders.cross_paragraph_grid import MAX_NEW_TOKENS, PROMPT_TEMPLATE, cross_cells, distances_for, row_sample
-from data_builders.export import build_dataset
-from longctx_eval.assets import load_tokenizer
+from data_builders.cross_paragraph.builder import ROW_FEATURES
+from data_builders.cross_paragraph.facts import RELATIONS, Fact, check_unambiguous, make_chain, resolve
+from data_builders.cross_paragraph.grid import MAX_NEW_TOKENS, PROMPT_TEMPLATE, cross_cells, distances_for, row_sample
+from data_builders.dataset.export import build_dataset
+from data_builders.dataset.registry import BuildConfig
 from longctx_eval.cli import main
 from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.metrics.aggregate import mean
+from longctx_eval.models.assets import load_tokenizer
+from longctx_eval.run.sampling import build_samples
 from longctx_eval.sample import Hit, Prediction, Request, Score
-from longctx_eval.sampling import build_samples
 from longctx_eval.task import Task
 from longctx_eval.text.tokenizer import Tokenizer
 

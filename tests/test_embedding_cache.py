@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 
 from data_builders import get_source
-from data_builders.needle_grid import RETRIEVAL
-from data_builders.needle_insertion import build_needle_doc
-from longctx_eval.models import embedding_cache as ec
-from longctx_eval.models.dense import DenseIndexer, encode_canonical
-from longctx_eval.models.embedding_cache import EmbeddingCache, namespace_key
-from longctx_eval.models.index_cache import IndexCache
+from data_builders.needle.grid import RETRIEVAL
+from data_builders.needle.insertion import build_needle_doc
 from longctx_eval.models.kinds import MODEL_KINDS
+from longctx_eval.models.retrieval import embedding_cache as ec
+from longctx_eval.models.retrieval.dense import DenseIndexer, encode_canonical
+from longctx_eval.models.retrieval.embedding_cache import EmbeddingCache, namespace_key
+from longctx_eval.models.retrieval.index_cache import IndexCache
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.sample import Request
 from longctx_eval.text.chunking import ChunkConfig, chunk_document

@@ -14,11 +14,11 @@ import numpy as np
 import pytest
 
 from data_builders import get_source
-from data_builders.retrieval_docs import RETRIEVAL, build_retrieval_doc
+from data_builders.retrieval.docs import RETRIEVAL, build_retrieval_doc
 from longctx_eval.cli import main
-from longctx_eval.models.cache_bound import cached_files
-from longctx_eval.models.index_cache import IndexCache
 from longctx_eval.models.kinds import MODEL_KINDS
+from longctx_eval.models.retrieval.cache_bound import cached_files
+from longctx_eval.models.retrieval.index_cache import IndexCache
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.sample import Request
 
@@ -76,7 +76,7 @@ def test_a_poisoned_pack_and_entry_are_warnings_and_the_hits_stay(tmp_path, mini
 
 def test_an_unwritable_cache_is_one_warning_in_a_dense_run(tmp_path, monkeypatch, capsys):
     """The index cache path is a file: chunk layouts and vectors both fail to write, one warning in all."""
-    from longctx_eval.models import index_cache
+    from longctx_eval.models.retrieval import index_cache
 
     blocker = tmp_path / "a-file"
     blocker.write_text("x")

@@ -15,14 +15,14 @@ import pytest
 import yaml
 
 from data_builders import build_needle_doc, get_source
-from data_builders import builders as registry
-from data_builders.builders import BuildConfig, CardInfo, Document, Part, builder
-from data_builders.dataset_card import tokenizer_hub_id
-from data_builders.export import DOCUMENT_FEATURES, build_dataset
-from data_builders.needle_builder import FLAT_FEATURES, NEEDLE_FEATURES, documents_by_id, materialize, needle_sample
-from data_builders.needle_grid import depth_grid
-from data_builders.needle_insertion import MAGIC_TEMPLATES
-from data_builders.prompt_budget import PROMPT_RESERVE
+from data_builders.dataset import registry
+from data_builders.dataset.card import tokenizer_hub_id
+from data_builders.dataset.export import DOCUMENT_FEATURES, build_dataset
+from data_builders.dataset.registry import BuildConfig, CardInfo, Document, Part, builder
+from data_builders.haystack.prompt_budget import PROMPT_RESERVE
+from data_builders.needle.builder import FLAT_FEATURES, NEEDLE_FEATURES, documents_by_id, materialize, needle_sample
+from data_builders.needle.grid import depth_grid
+from data_builders.needle.insertion import MAGIC_TEMPLATES
 from longctx_eval.cli import main
 from longctx_eval.errors import ConfigError, DataError, TaskDefinitionError
 from longctx_eval.hashing import sha256_json

@@ -75,7 +75,7 @@ def chat_text(prompt: str, answer_prefix: str) -> str:
     """The text our hf: adapter's render_ids tokenizes for SmolLM2: chat template, generation prompt, prefix."""
     from transformers import AutoTokenizer
 
-    from longctx_eval.assets import smollm2_dir
+    from longctx_eval.models.assets import smollm2_dir
 
     hf_tok = AutoTokenizer.from_pretrained(str(smollm2_dir()))
     messages = [{"role": "user", "content": prompt}]
@@ -88,7 +88,7 @@ def test_lm_eval_loads_our_prompts_budgets_and_scorer(cross_dataset, tmp_path): 
     from transformers import AutoTokenizer
 
     from data_builders.interop import exported_task
-    from longctx_eval.assets import smollm2_dir
+    from longctx_eval.models.assets import smollm2_dir
 
     out = export("cross_paragraph", cross_dataset, tmp_path / "lm")
     name = f"longctx_cross_paragraph_{LENGTH}"
@@ -121,7 +121,7 @@ def test_lm_eval_hf_reproduces_our_replies_and_scores(interop_datasets, interop_
     from lm_eval.tasks import TaskManager
 
     from data_builders.interop import exported_task
-    from longctx_eval.assets import smollm2_dir
+    from longctx_eval.models.assets import smollm2_dir
 
     assert lm_eval.__version__ == "0.4.13"
     folders = [str(export(task, ds, tmp_path / task)) for task, ds in interop_datasets.items()]

@@ -16,11 +16,11 @@ from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.cli.run import EXIT_TASK_FAILED
-from longctx_eval.leaderboard import update_leaderboard
+from longctx_eval.leaderboard.build import update_leaderboard
 from longctx_eval.metrics.aggregate import mean
 from longctx_eval.results import Coverage, read_run, task_failed
 from longctx_eval.sample import Prediction, Sample, Score
-from longctx_eval.scoring import STANDARD_METRICS, coverage, failure_reasons, grouped_results, score_one
+from longctx_eval.scoring.score import STANDARD_METRICS, coverage, failure_reasons, grouped_results, score_one
 
 FLAKY = textwrap.dedent(
     '''

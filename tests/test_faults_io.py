@@ -19,12 +19,17 @@ from pathlib import Path
 
 import pytest
 
-from longctx_eval import io as lio
-from longctx_eval import predictions as preds
+from longctx_eval import atomic_io as lio
+from longctx_eval.atomic_io import atomic_write_bytes, atomic_write_text
 from longctx_eval.errors import LongctxError, OutputError, RunFileError
-from longctx_eval.io import atomic_write_bytes, atomic_write_text
-from longctx_eval.predictions import PredictionStore, prediction_key, prediction_to_record, record_to_prediction
-from longctx_eval.run_lock import RunFolderBusy, RunLock, lock_holder
+from longctx_eval.run_folder import predictions as preds
+from longctx_eval.run_folder.lock import RunFolderBusy, RunLock, lock_holder
+from longctx_eval.run_folder.predictions import (
+    PredictionStore,
+    prediction_key,
+    prediction_to_record,
+    record_to_prediction,
+)
 from longctx_eval.sample import Hit, Prediction, Request, RetrievalParams
 
 # --------------------------------------------------------------------------------------------- helpers
@@ -296,7 +301,7 @@ def test_concurrent_appenders_never_interleave(tmp_path):
         from pathlib import Path
         sys.path.insert(0, {str(Path(__file__).parent)!r})
         from test_faults_io import _record
-        from longctx_eval.predictions import PredictionStore
+        from longctx_eval.run_folder.predictions import PredictionStore
         store = PredictionStore(Path({str(path)!r}))
         base = int(sys.argv[1])
         for i in range(base, base + 150):
@@ -447,7 +452,7 @@ _HOLDER = textwrap.dedent(
     """
     import sys, time
     from pathlib import Path
-    from longctx_eval.run_lock import RunLock
+    from longctx_eval.run_folder.lock import RunLock
     with RunLock(Path(sys.argv[1]), shared=sys.argv[2] == "shared", command="longctx-eval run --out X"):
         print("locked", flush=True)
         time.sleep(120)
@@ -459,7 +464,7 @@ _CONTENDER = textwrap.dedent(
     import sys
     from pathlib import Path
     from longctx_eval.errors import LongctxError
-    from longctx_eval.run_lock import RunLock
+    from longctx_eval.run_folder.lock import RunLock
     try:
         with RunLock(Path(sys.argv[1])):
             print("got it")

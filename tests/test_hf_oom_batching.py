@@ -14,9 +14,9 @@ import pytest
 import torch
 from tiny_needle import tiny_needle  # tests/ is on sys.path
 
-import longctx_eval.models.hf as hf_module
+import longctx_eval.models.hf.adapter as hf_module
 from longctx_eval.cli import main
-from longctx_eval.models.hf_batching import PAD_MAX_TOKENS, pack, per_token_bytes
+from longctx_eval.models.hf.batching import PAD_MAX_TOKENS, pack, per_token_bytes
 from longctx_eval.models.loader import load_model
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.sample import Request
@@ -162,7 +162,7 @@ def test_pack_groups_equal_lengths_at_long_prompts_and_keeps_the_budget():
 
 def test_packed_generation_is_the_text_of_one_by_one_without_padding_at_long_lengths(tiny, monkeypatch):
     """batch_size=auto's CUDA path, forced here on the CPU: equal-length prompts share a batch, no padding."""
-    monkeypatch.setattr("longctx_eval.models.hf_batching.PAD_MAX_TOKENS", 8)
+    monkeypatch.setattr("longctx_eval.models.hf.batching.PAD_MAX_TOKENS", 8)
     by_length: dict[int, list[Request]] = {}
     for seed in range(40):
         r = Request(f"p{seed}", _doc(20, seed=seed), "", "q", max_new_tokens=6)

@@ -165,14 +165,14 @@ def test_device_cpu_writes_the_same_predictions_as_the_default(tmp_path, tiny_ll
 # those modules passes `device=` and none names a device literally.
 
 DEVICE_MODULES = [
-    "longctx_eval/models/hf.py",
-    "longctx_eval/models/hf_prefix_cache.py",
-    "longctx_eval/models/hf_generate.py",
-    "longctx_eval/models/posprobe_forward.py",
-    "longctx_eval/models/attention_rows.py",
-    "longctx_eval/models/alibi_attention.py",
-    "longctx_eval/models/learned_position.py",
-    "longctx_eval/models/rope_variants.py",
+    "longctx_eval/models/hf/adapter.py",
+    "longctx_eval/models/hf/prefix_cache.py",
+    "longctx_eval/models/hf/generate.py",
+    "longctx_eval/models/posprobe/forward.py",
+    "longctx_eval/models/posprobe/attention_rows.py",
+    "longctx_eval/models/posprobe/alibi_attention.py",
+    "longctx_eval/models/posprobe/learned_position.py",
+    "longctx_eval/models/posprobe/rope_variants.py",
     "longctx_eval/serve/engine.py",
 ]
 FACTORIES = {"tensor", "arange", "zeros", "ones", "full", "empty", "randn", "rand", "randint", "eye", "linspace"}
@@ -191,7 +191,7 @@ def test_every_tensor_factory_in_the_device_path_names_its_device():
                 kw = {k.arg: k.value for k in node.keywords}
                 if "device" not in kw:
                     offenders.append(f"{rel}:{node.lineno}: torch.{node.func.attr}(...) without device=")
-    allowed = {"longctx_eval/models/learned_position.py"}  # the table is created then moved (training code)
+    allowed = {"longctx_eval/models/posprobe/learned_position.py"}  # the table is created then moved (training code)
     offenders = [o for o in offenders if o.split(":")[0] not in allowed or "literal" in o]
     assert not offenders, offenders
 
@@ -215,7 +215,7 @@ def _doc(n: int) -> str:
 
 
 def test_generation_and_prefix_cache_build_no_tensor_on_an_implicit_device(tiny_llama_dir, meta_default, monkeypatch):
-    import longctx_eval.models.hf as hf_module
+    import longctx_eval.models.hf.adapter as hf_module
 
     model = load_model(parse_spec(f"hf:{tiny_llama_dir}"))
     doc = _doc(60)
@@ -245,7 +245,7 @@ def test_per_length_rope_generation_builds_no_tensor_on_an_implicit_device(tiny_
 
 def _probe_requests(adapter, length: int = 256):
     from longctx_eval.discovery import discover
-    from longctx_eval.sampling import build_samples
+    from longctx_eval.run.sampling import build_samples
 
     info = discover().get("posprobe")
     args = {"calibration_needles": 2, "text_every": 0}

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from longctx_eval.models.hf_prefix_cache import PREFIX_MIN_TOKENS, shared_prefix
+from longctx_eval.models.hf.prefix_cache import PREFIX_MIN_TOKENS, shared_prefix
 from longctx_eval.models.loader import load_model
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.sample import Request

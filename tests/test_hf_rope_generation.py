@@ -13,7 +13,7 @@ import torch
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.loader import load_model
-from longctx_eval.models.rope_variants import ntk_theta
+from longctx_eval.models.posprobe.rope_variants import ntk_theta
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.sample import Request
 
@@ -162,9 +162,9 @@ def test_per_length_rope_generation_uses_the_probes_rule(sharp_llama, tmp_path):
 def test_smollm2_linear_rope_changes_the_needle_answers_and_equals_its_config_folder(tmp_path, capsys):
     """The issue's measurement: smollm2-135m?rope=linear&rope_factor=4 on needle at 1K generated exactly the
     unscaled text. Now it does not, and it is token for token the model whose config.json says linear x4."""
-    from longctx_eval.assets import smollm2_dir
     from longctx_eval.discovery import discover
-    from longctx_eval.sampling import build_samples
+    from longctx_eval.models.assets import smollm2_dir
+    from longctx_eval.run.sampling import build_samples
 
     plain = load_model(parse_spec("smollm2-135m"))
     scaled = load_model(parse_spec("smollm2-135m?rope=linear&rope_factor=4"))
@@ -282,7 +282,7 @@ def test_static_probe_equals_the_probe_of_before_on_the_reference():
     are exactly those of the unscaled load with the variant applied per forward (how the probe always ran)."""
     from dataclasses import replace
 
-    from longctx_eval.models.posprobe_forward import AttentionProbe
+    from longctx_eval.models.posprobe.forward import AttentionProbe
     from longctx_eval.models.references import REFERENCE_ROOT
 
     if not (REFERENCE_ROOT / "tiny-rope" / "model.safetensors").is_file():
@@ -295,7 +295,7 @@ def test_static_probe_equals_the_probe_of_before_on_the_reference():
     before = AttentionProbe(unscaled.model, replace(unscaled.probe.config, variant="linear", factor=4.0))
     reqs = _probe_requests(static, 512)
     got = [_stable(p.data) for p in static.attention_stats(reqs)]
-    from longctx_eval.models.posprobe_forward import _rows_attention
+    from longctx_eval.models.posprobe.forward import _rows_attention
 
     with _rows_attention(unscaled.model):
         want = [_stable(before._one(r).data) for r in reqs]

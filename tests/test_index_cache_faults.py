@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from data_builders import get_source
-from data_builders.retrieval_docs import RETRIEVAL, build_retrieval_doc
+from data_builders.retrieval.docs import RETRIEVAL, build_retrieval_doc
 from longctx_eval.cli import main
-from longctx_eval.models.bm25 import BM25Indexer
-from longctx_eval.models.chunk_retriever import layout_problem
-from longctx_eval.models.index_cache import PROVENANCE, IndexCache
 from longctx_eval.models.kinds import MODEL_KINDS
+from longctx_eval.models.retrieval.bm25 import BM25Indexer
+from longctx_eval.models.retrieval.chunk_retriever import layout_problem
+from longctx_eval.models.retrieval.index_cache import PROVENANCE, IndexCache
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.sample import Request
 
@@ -178,7 +178,7 @@ def test_read_only_cache_folder_is_a_rebuild(tmp_path, docs):
 
 def test_cli_survives_a_zero_byte_entry_and_a_file_as_cache(tmp_path, monkeypatch, capsys):
     """The campaign's 2.3 and 2.11 through `run`: both models of the command finish, exit 0, one warning."""
-    from longctx_eval.models import index_cache
+    from longctx_eval.models.retrieval import index_cache
 
     folder = tmp_path / "index"
     monkeypatch.setenv("LONGCTX_EVAL_INDEX_CACHE", str(folder))

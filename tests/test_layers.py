@@ -5,7 +5,9 @@ functions too), `importlib.import_module("...")` / `__import__("...")` string li
 strings of the one Registry (`Registry(modules=(...))`, `.register(name, "module:attr")`) count as imports.
 Rules: longctx_eval imports neither data_builders nor tasks; data_builders does not import tasks; nothing
 imports a top-level `tasks` package (a plugin imports its private helpers relatively: `from ._coref import X`);
-and the model-spec parser (longctx_eval/models/spec.py) is a leaf that reaches no adapter module.
+and the model-spec parser (longctx_eval/models/spec.py) is a leaf that reaches no adapter module. Inside the
+packages the folders form one order too (tools/import_graph.py): no module cycle, and no import runs back up
+between folders, except the one circle listed in KNOWN_FOLDER_CIRCLES.
 """
 
 from __future__ import annotations
@@ -24,18 +26,23 @@ LAYERS = ("longctx_eval", "data_builders", "tasks")  # each may import only itse
 ADAPTERS = tuple(
     f"longctx_eval.models.{name}"
     for name in (
-        "hf",
-        "dense",
-        "bm25",
-        "hybrid",
-        "rag",
+        "hf.adapter",
+        "retrieval.dense",
+        "retrieval.bm25",
+        "retrieval.hybrid",
+        "rag.adapter",
         "coref_baseline",
-        "posprobe_forward",
-        "openai_adapter",
-        "openai_client",
+        "posprobe.forward",
+        "openai.adapter",
+        "openai.client",
     )
 )
 SPEC = "longctx_eval.models.spec"
+KNOWN_FOLDER_CIRCLES = [
+    # task.py declares metrics with metrics/aggregate, contrast and curves; metrics/coref and retrieval raise the
+    # core's errors and read its Sample records. Moving the three declarations to the top would close it.
+    {"longctx_eval", "longctx_eval.metrics"},
+]
 IMPORT_CALLS = {"import_module", "__import__"}
 
 
@@ -279,6 +286,30 @@ def test_parsing_a_spec_loads_no_adapter_and_no_torch():
     assert run.stdout.strip() == "[]", f"parsing specs loaded {run.stdout.strip()}"
 
 
+def _import_graph():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("import_graph", REPO / "tools" / "import_graph.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("import_graph", module)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_no_module_cycle_and_no_import_back_up_between_folders():
+    graph = _import_graph()
+    files, edges = graph.scan(REPO)
+    cycles = [sorted(c) for c in graph.components(files, edges) if len(c) > 1]
+    assert not cycles, f"module cycles: {cycles}"
+    rooms = {m: graph.room_of(m, files) for m in files}
+    room_edges = {(rooms[a], rooms[b]) for a, b in edges if rooms[a] != rooms[b]}
+    circles = [c for c in graph.components(set(rooms.values()), room_edges) if len(c) > 1]
+    new = [sorted(c) for c in circles if c not in KNOWN_FOLDER_CIRCLES]
+    back = [f"{a} -> {b}" for a, b in graph.back_edges(files, edges) if any(rooms[a] in c for c in map(set, new))]
+    assert not new, "folders importing each other (directly or around a circle):\n" + "\n".join(back)
+
+
 # --- the checker itself, on a small made-up tree --------------------------------------------------------
 
 
@@ -296,7 +327,7 @@ def test_the_checker_finds_every_kind_of_back_edge(tmp_path):
             "longctx_eval/__init__.py": "",
             "longctx_eval/a.py": "def f():\n    from data_builders import x\n",
             "longctx_eval/b.py": "import importlib\nimportlib.import_module('tasks.needle')\n",
-            "longctx_eval/c.py": "R = Registry('k', modules=('data_builders.builders',))\n"
+            "longctx_eval/c.py": "R = Registry('k', modules=('data_builders.dataset.registry',))\n"
             "R.register('n', 'tasks.x:f')\n",
             "longctx_eval/d.py": "from . import e\nfrom .models import spec\nimport numpy\n",
             "data_builders/__init__.py": "from longctx_eval import a\n",
@@ -309,7 +340,7 @@ def test_the_checker_finds_every_kind_of_back_edge(tmp_path):
     assert back == [
         "longctx_eval/a.py:2: data_builders (import): longctx_eval may not import data_builders",
         "longctx_eval/b.py:2: tasks.needle (import_module): longctx_eval may not import tasks",
-        "longctx_eval/c.py:1: data_builders.builders (registry): longctx_eval may not import data_builders",
+        "longctx_eval/c.py:1: data_builders.dataset.registry (registry): longctx_eval may not import data_builders",
         "longctx_eval/c.py:2: tasks.x (registry): longctx_eval may not import tasks",
         "data_builders/m.py:1: tasks._coref (import): data_builders may not import tasks",
         "tasks/needle.py:3: relative import climbs above its top-level package",

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from longctx_eval.errors import ConfigError, RunFileError
-from longctx_eval.leaderboard import (
+from longctx_eval.leaderboard.build import (
     Leaderboard,
     dump_leaderboard,
     find_run_files,
@@ -23,8 +23,8 @@ from longctx_eval.leaderboard import (
     update_leaderboard,
     write_schema,
 )
-from longctx_eval.leaderboard_render import render_markdown
-from longctx_eval.plots import panel_axes, task_figure
+from longctx_eval.leaderboard.heatmaps import panel_axes, task_figure
+from longctx_eval.leaderboard.markdown import render_markdown
 from longctx_eval.results import (
     Coverage,
     Environment,
@@ -297,7 +297,7 @@ def test_find_run_files_takes_run_json_and_runs_folder_only(tmp_path: Path) -> N
 
 def test_committed_schema_matches_generated_and_validates(tmp_path: Path) -> None:
     committed = (REPO / "leaderboards" / "schema.json").read_text()
-    assert committed == schema_text(), "regenerate with longctx_eval.leaderboard.write_schema"
+    assert committed == schema_text(), "regenerate with longctx_eval.leaderboard.build.write_schema"
     write_schema(tmp_path / "schema.json")
     assert (tmp_path / "schema.json").read_text() == committed
     schema = json.loads(committed)

@@ -9,9 +9,9 @@ import matplotlib.image
 import pytest
 
 from longctx_eval.cli import main
-from longctx_eval.leaderboard import update_leaderboard
-from longctx_eval.leaderboard_render import render_markdown
-from longctx_eval.line_plots import curve_figure, slice_figure
+from longctx_eval.leaderboard.build import update_leaderboard
+from longctx_eval.leaderboard.line_plots import curve_figure, slice_figure
+from longctx_eval.leaderboard.markdown import render_markdown
 from longctx_eval.results import (
     ContrastResult,
     CurvePoint,

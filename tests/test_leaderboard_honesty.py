@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 
 from longctx_eval.cli import main
-from longctx_eval.leaderboard import update_leaderboard
-from longctx_eval.leaderboard_noise import (
+from longctx_eval.leaderboard.build import update_leaderboard
+from longctx_eval.leaderboard.grid import ranking
+from longctx_eval.leaderboard.heatmaps import panel_axes, task_figure
+from longctx_eval.leaderboard.line_plots import curve_figure, slice_figure
+from longctx_eval.leaderboard.noise import (
     CHUNK_TOKENS,
     CHUNKED_TASKS,
     KEYED_NEEDLES,
@@ -22,12 +25,6 @@ from longctx_eval.leaderboard_noise import (
     resolution_cells,
     resolvable_difference,
 )
-from longctx_eval.leaderboard_render import ranking
-from longctx_eval.line_plots import curve_figure, slice_figure
-from longctx_eval.metrics.composite import composite_score
-from longctx_eval.metrics.latency import serving_section
-from longctx_eval.plots import panel_axes, task_figure
-from longctx_eval.result_text import DASH
 from longctx_eval.results import (
     ContrastResult,
     Coverage,
@@ -41,6 +38,9 @@ from longctx_eval.results import (
     Throughput,
     write_run,
 )
+from longctx_eval.scoring.composite import composite_score
+from longctx_eval.scoring.labels import DASH
+from longctx_eval.scoring.latency import serving_section
 from tests.test_leaderboard import NOW, make_run, section
 
 STARTED = "2025-05-01T00:00:00+00:00"
@@ -215,7 +215,10 @@ def test_noise_floor_and_resolvable_difference_rows(tmp_path: Path) -> None:
 
 
 def test_noise_floor_constants_match_the_task_designs() -> None:
-    from data_builders import cross_paragraph_grid, needle_grid, needle_multikey, retrieval_docs
+    from data_builders.cross_paragraph import grid as cross_paragraph_grid
+    from data_builders.needle import grid as needle_grid
+    from data_builders.needle import multikey as needle_multikey
+    from data_builders.retrieval import docs as retrieval_docs
 
     for params in (needle_grid.RETRIEVAL, cross_paragraph_grid.RETRIEVAL, retrieval_docs.RETRIEVAL):
         assert params.chunk_tokens == CHUNK_TOKENS

@@ -14,14 +14,14 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 
-from longctx_eval.leaderboard import find_run_files, update_leaderboard
-from longctx_eval.leaderboard_merge import merge_board
-from longctx_eval.leaderboard_render import task_names
-from longctx_eval.leaderboard_site import SiteInput, write_site
-from longctx_eval.metrics.paired_tests import MCNEMAR, mcnemar_exact
-from longctx_eval.plots import plot_filename
+from longctx_eval.leaderboard.build import find_run_files, update_leaderboard
+from longctx_eval.leaderboard.grid import task_names
+from longctx_eval.leaderboard.heatmaps import plot_filename
+from longctx_eval.leaderboard.merge import merge_board
+from longctx_eval.leaderboard.site import SiteInput, write_site
 from longctx_eval.results import read_run
-from longctx_eval.run_comparison import p_text
+from longctx_eval.scoring.comparison import p_text
+from longctx_eval.scoring.paired_tests import MCNEMAR, mcnemar_exact
 
 ROOT = Path(__file__).resolve().parents[1]
 BOARD = ROOT / "leaderboards"
@@ -157,10 +157,10 @@ def test_model_page_shows_serving_figures() -> None:
     """A served task's latency percentiles, throughput, retries and failures on its model page.
 
     The committed runs hold no served model, so the serving section is computed by the real summary
-    (`metrics/latency.py`) from request records written here (what a served run's predictions carry)."""
-    from longctx_eval.leaderboard_site import Links, model_page
-    from longctx_eval.metrics.latency import serving_section
+    (`scoring/latency.py`) from request records written here (what a served run's predictions carry)."""
+    from longctx_eval.leaderboard.site import Links, model_page
     from longctx_eval.results import ServingStats
+    from longctx_eval.scoring.latency import serving_section
 
     records = [
         {

@@ -11,12 +11,12 @@ import json
 import pytest
 from transformers import AutoTokenizer
 
-from data_builders.prompt_budget import MIN_CONTEXT_TOKENS, PROMPT_RESERVE, context_tokens
-from longctx_eval.assets import load_tokenizer, minilm_path, smollm2_dir
+from data_builders.haystack.prompt_budget import MIN_CONTEXT_TOKENS, PROMPT_RESERVE, context_tokens
 from longctx_eval.cli import main
 from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError
-from longctx_eval.models.hf import render_ids
+from longctx_eval.models.assets import load_tokenizer, minilm_path, smollm2_dir
+from longctx_eval.models.hf.adapter import render_ids
 
 GENERATION_TASKS = ("needle", "needle_multikey", "needle_multivalue", "needle_multiquery", "needle_lowlex")
 FAST = {"depths": 2, "per_length": 3}  # a few samples per length, every value kind of the per-length variants

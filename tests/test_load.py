@@ -14,7 +14,7 @@ from tiny_needle import tiny_needle  # tests/ is on sys.path
 from longctx_eval.errors import ConfigError
 from longctx_eval.load_test.report import figure, table
 from longctx_eval.load_test.sweep import SweepConfig, run_sweep
-from longctx_eval.models.openai_client import ClientLimits, ServedClient, ServedRequest
+from longctx_eval.models.openai.client import ClientLimits, ServedClient, ServedRequest
 
 
 def _pool(n: int, max_tokens: int = 2) -> list[ServedRequest]:
@@ -91,8 +91,8 @@ def test_sweep_config_is_checked():
 
 
 def test_load_json_is_read_by_dry_run_throughput(tmp_path):
-    from longctx_eval.dry_run import measured_throughput
     from longctx_eval.load_test.report import KIND, write_json
+    from longctx_eval.run.dry_run import measured_throughput
 
     path = tmp_path / "load.json"
     write_json({"kind": KIND, "levels": [{"concurrency": 1, "total_tokens_per_s": 100.0},
@@ -139,7 +139,7 @@ def test_cache_scenarios_distinct_suite_and_hit(serve_hf, tmp_path, capsys):
     from longctx_eval.load_test.prompts import LEAD, build_pool
     from longctx_eval.models.loader import load_model
     from longctx_eval.models.spec import parse_spec
-    from longctx_eval.run_config import TaskPlan
+    from longctx_eval.run.config import TaskPlan
 
     spec = f"openai:{SERVE_MODEL}@{serve_hf}?tokenizer=smollm2-135m"
     info = select(discover(()), ("needle",))[0]

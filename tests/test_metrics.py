@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from longctx_eval import Hit, Sample, Score, contains_answer, is_empty, mean, normalize, rate, recall_at
 from longctx_eval.metrics.aggregate import column_mean, ratio
 from longctx_eval.metrics.bootstrap import bootstrap_ci
-from longctx_eval.scoring import grouped_results
+from longctx_eval.scoring.score import grouped_results
 
 
 def test_normalize_and_containment():

@@ -16,7 +16,7 @@ from longctx_eval.metrics.aggregate import mean
 from longctx_eval.models.base import portable_identity
 from longctx_eval.models.loader import load_model, load_tokenizer_of
 from longctx_eval.models.spec import check_distinct_names, expand_models, parse_spec
-from longctx_eval.predictions import prediction_key
+from longctx_eval.run_folder.predictions import prediction_key
 from longctx_eval.sample import Prediction, Request, Sample, Score
 from longctx_eval.task import Task
 
@@ -120,7 +120,8 @@ def test_parse_spec_imports_no_adapter_and_no_torch():
         "for s in ('smollm2-135m?max_length=4096', 'bm25?k1=1.2', 'minilm', 'oracle', 'coref:baseline', 'tiny-rope'):\n"
         "    parse_spec(s)\n"
         "heavy = ('torch', 'transformers', 'sentence_transformers', 'bm25s')\n"
-        "adapters = ('hf', 'dense', 'bm25', 'oracle', 'coref_baseline', 'posprobe_forward', 'base', 'loader')\n"
+        "adapters = ('hf.adapter', 'retrieval.dense', 'retrieval.bm25', 'oracle', 'coref_baseline', "
+        "'posprobe.forward', 'base', 'loader')\n"
         "print([m for m in sys.modules if m.split('.')[0] in heavy\n"
         "       or m in tuple('longctx_eval.models.' + a for a in adapters)])\n"
     )

@@ -10,11 +10,11 @@ import pytest
 import yaml
 
 from data_builders import get_source
-from data_builders.builders import BuildConfig
-from data_builders.export import build_dataset
-from data_builders.needle_grid import PROMPT_TEMPLATE
-from data_builders.needle_storage import rebuild, split_insertions
-from data_builders.needle_variant_builder import VARIANT_FEATURES, documents_by_id, materialize, variant_sample
+from data_builders.dataset.export import build_dataset
+from data_builders.dataset.registry import BuildConfig
+from data_builders.needle.grid import PROMPT_TEMPLATE
+from data_builders.needle.storage import rebuild, split_insertions
+from data_builders.needle.variant_builder import VARIANT_FEATURES, documents_by_id, materialize, variant_sample
 from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError, DataError
 

@@ -7,7 +7,10 @@ import re
 
 import pytest
 
-from data_builders.lexical_overlap import (
+from data_builders.haystack.sources import austen as austen_mod
+from data_builders.haystack.synthetic_narrative import narrative_paragraphs
+from data_builders.needle.insertion import WORD_ADJECTIVES, WORD_NOUNS
+from data_builders.needle.lexical_overlap import (
     bm25_scores,
     content_words,
     document_sentences,
@@ -16,10 +19,7 @@ from data_builders.lexical_overlap import (
     shared_content_words,
     stem,
 )
-from data_builders.needle_insertion import WORD_ADJECTIVES, WORD_NOUNS
-from data_builders.needle_lowlex_pairs import NAMES, PAIRS
-from data_builders.sources import austen as austen_mod
-from data_builders.synthetic_narrative import narrative_paragraphs
+from data_builders.needle.lowlex_pairs import NAMES, PAIRS
 
 
 @pytest.fixture(scope="module")

@@ -11,8 +11,8 @@ import pytest
 from longctx_eval import Hit, Prediction
 from longctx_eval.cli import main
 from longctx_eval.discovery import discover
-from longctx_eval.sampling import dataset_hash
-from longctx_eval.scoring import score_one
+from longctx_eval.run.sampling import dataset_hash
+from longctx_eval.scoring.score import score_one
 
 VARIANTS = ("needle", "needle_multikey", "needle_multivalue", "needle_multiquery", "needle_lowlex")
 LENGTHS = [512, 1024]
@@ -170,7 +170,7 @@ def test_multiquery_sends_one_request_per_question_on_one_context(built):
 
 
 def test_lowlex_questions_share_no_content_word_with_their_needle(built):
-    from data_builders.lexical_overlap import shared_content_words
+    from data_builders.needle.lexical_overlap import shared_content_words
 
     task, samples = built["needle_lowlex"]
     for s in samples:

@@ -14,12 +14,12 @@ from tiny_needle import tiny_needle
 
 from longctx_eval.cli import main
 from longctx_eval.errors import ConfigError
-from longctx_eval.metrics.latency import busy_seconds, latency_summary, percentiles
-from longctx_eval.models.openai_client import ServedResult
-from longctx_eval.models.openai_reasoning import split_reasoning, strip_echoed_prefix
-from longctx_eval.models.openai_target import known_window, parse_target
+from longctx_eval.models.openai.client import ServedResult
+from longctx_eval.models.openai.reasoning import split_reasoning, strip_echoed_prefix
+from longctx_eval.models.openai.target import known_window, parse_target
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.results import read_run
+from longctx_eval.scoring.latency import busy_seconds, latency_summary, percentiles
 
 LENGTH = "256"
 LIMIT = "2"

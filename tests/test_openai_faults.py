@@ -19,8 +19,8 @@ from tiny_needle import tiny_needle  # tests/ is on sys.path
 from longctx_eval.cli import main
 from longctx_eval.errors import PrerequisiteError
 from longctx_eval.models.loader import load_model
-from longctx_eval.models.openai_client import ClientLimits, ServedClient, ServedRequest
-from longctx_eval.models.openai_limits import RateLimiter, backoff_s, retry_after_s
+from longctx_eval.models.openai.client import ClientLimits, ServedClient, ServedRequest
+from longctx_eval.models.openai.limits import RateLimiter, backoff_s, retry_after_s
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.results import read_run
 from longctx_eval.serve.fault_schedule import parse_schedule

@@ -7,8 +7,8 @@ from __future__ import annotations
 from servers import LLAMA_MODEL, SERVE_MODEL, http_json
 
 from longctx_eval.models.loader import load_model
-from longctx_eval.models.openai_client import ServedClient
-from longctx_eval.models.openai_sampling import EXTENDED, STANDARD, greedy_sampling
+from longctx_eval.models.openai.client import ServedClient
+from longctx_eval.models.openai.sampling import EXTENDED, STANDARD, greedy_sampling
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.sample import Request
 

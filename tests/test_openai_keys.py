@@ -13,7 +13,7 @@ from longctx_eval.cli import main
 from longctx_eval.cli.run import EXIT_TASK_FAILED
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.loader import load_model
-from longctx_eval.models.openai_client import ServedClient
+from longctx_eval.models.openai.client import ServedClient
 from longctx_eval.models.spec import parse_spec
 
 FAKE = "sk-longctx-FAKE-4c1d9e7a2b30f58e"

@@ -19,7 +19,7 @@ from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.errors import ConfigError
-from longctx_eval.models.openai_target import parse_target
+from longctx_eval.models.openai.target import parse_target
 from longctx_eval.models.spec import expand_models, parse_spec
 from longctx_eval.results import read_run
 

@@ -13,7 +13,7 @@ from tiny_needle import tiny_needle  # tests/ is on sys.path
 from longctx_eval.cli import main
 from longctx_eval.models.loader import load_model
 from longctx_eval.models.model_source import hf_tokenizer_pair
-from longctx_eval.models.openai_server_tokenizer import PROBE, probe_server
+from longctx_eval.models.openai.server_tokenizer import PROBE, probe_server
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.results import read_run
 

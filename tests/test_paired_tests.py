@@ -1,4 +1,4 @@
-"""The paired tests of `compare` (`metrics/paired_tests.py`): McNemar's exact test against scipy's binomial
+"""The paired tests of `compare` (`scoring/paired_tests.py`): McNemar's exact test against scipy's binomial
 test, Holm against a hand-worked example, the sign-flip test against exact enumeration, and on simulated
 paired runs the power at a 10-point effect and the false-positive rate at none (vectorised: 500 simulations
 in well under a second)."""
@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 from scipy.stats import binom, binomtest
 
-from longctx_eval.metrics.paired_tests import (
+from longctx_eval.scoring.paired_tests import (
     MCNEMAR,
     SIGN_FLIP,
     discordant,

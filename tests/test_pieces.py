@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from data_builders import get_source
-from data_builders.haystack import assemble
+from data_builders.haystack.assembly import assemble
 from longctx_eval.text import pieces
 from longctx_eval.text.chunking import ChunkConfig, chunk_document
 from longctx_eval.text.sentences import split_sentences
@@ -46,7 +46,7 @@ def test_token_offsets_by_paragraph_are_the_whole_texts(documents, minilm_tokeni
 
 
 def test_other_tokenizers_are_tokenized_whole(bpe_tokenizer, documents):
-    from longctx_eval.assets import load_tokenizer
+    from longctx_eval.models.assets import load_tokenizer
 
     assert not pieces.separable(bpe_tokenizer)  # byte-level BPE: whitespace is part of its tokens
     assert not pieces.separable(load_tokenizer("smollm2-135m"))

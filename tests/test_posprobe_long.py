@@ -13,10 +13,10 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from transformers import LlamaConfig, LlamaForCausalLM
 
-from longctx_eval.models.alibi_attention import alibi_slopes
-from longctx_eval.models.attention_rows import ATTENTION_NAME
 from longctx_eval.models.memory import PeakRSS
-from longctx_eval.models.posprobe_forward import forward_rows
+from longctx_eval.models.posprobe.alibi_attention import alibi_slopes
+from longctx_eval.models.posprobe.attention_rows import ATTENTION_NAME
+from longctx_eval.models.posprobe.forward import forward_rows
 
 SHORT, LONG = 1024, 4096
 RSS_LENGTH = 8192

@@ -10,10 +10,16 @@ from transformers.modeling_rope_utils import ROPE_INIT_FUNCTIONS
 from transformers.models.llama.modeling_llama import eager_attention_forward
 
 from longctx_eval.errors import ConfigError
-from longctx_eval.models.alibi_attention import alibi_bias, alibi_causal_attention, alibi_slopes
-from longctx_eval.models.attention_rows import ATTENTION_NAME, capture_rows
-from longctx_eval.models.posprobe_forward import forward_rows
-from longctx_eval.models.rope_variants import check_variant, ntk_theta, rope_applied, rotary_dim, variant_parameters
+from longctx_eval.models.posprobe.alibi_attention import alibi_bias, alibi_causal_attention, alibi_slopes
+from longctx_eval.models.posprobe.attention_rows import ATTENTION_NAME, capture_rows
+from longctx_eval.models.posprobe.forward import forward_rows
+from longctx_eval.models.posprobe.rope_variants import (
+    check_variant,
+    ntk_theta,
+    rope_applied,
+    rotary_dim,
+    variant_parameters,
+)
 
 QUERIES = [3, 17, 40, 62, 63]
 

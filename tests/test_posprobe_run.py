@@ -11,7 +11,7 @@ import pytest
 
 from longctx_eval.cli import main
 from longctx_eval.cli.posprobe import markdown_report, markdown_table, plot_probe, probe_rows
-from longctx_eval.leaderboard import update_leaderboard
+from longctx_eval.leaderboard.build import update_leaderboard
 from longctx_eval.models.references import REFERENCE_ROOT
 
 pytestmark = pytest.mark.skipif(

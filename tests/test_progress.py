@@ -78,7 +78,7 @@ def dense():
 
 
 def test_dense_index_of_a_long_document_is_built_in_slices_with_progress(dense, monkeypatch, capsys):
-    from longctx_eval.models import dense as dense_module
+    from longctx_eval.models.retrieval import dense as dense_module
 
     monkeypatch.setattr(dense_module, "PROGRESS_SLICE", 64)
     n = 2 * max(64, dense.batch_size) + 22  # three slices

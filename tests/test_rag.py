@@ -14,7 +14,7 @@ from longctx_eval.cli import main
 from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.loader import load_model, load_tokenizer_of
-from longctx_eval.models.rag_prompt import (
+from longctx_eval.models.rag.prompt import (
     PASSAGE_SEPARATOR,
     merge_spans,
     note_request,
@@ -22,8 +22,8 @@ from longctx_eval.models.rag_prompt import (
     substitute_context,
 )
 from longctx_eval.models.spec import check_distinct_names, parse_spec
+from longctx_eval.run.sampling import build_samples
 from longctx_eval.sample import Hit, Request
-from longctx_eval.sampling import build_samples
 
 # --- spec parsing ---------------------------------------------------------------------------------------
 
@@ -102,7 +102,8 @@ def test_parsing_rag_specs_imports_no_adapter_and_no_torch():
         "for s in ('rag:bm25+smollm2-135m', 'rag:minilm+smollm2-135m?k=8&iterative=true', 'rag:bm25+tiny-rope'):\n"
         "    parse_spec(s)\n"
         "heavy = ('torch', 'transformers', 'sentence_transformers', 'bm25s')\n"
-        "adapters = ('hf', 'dense', 'bm25', 'oracle', 'rag', 'base', 'loader', 'posprobe_forward')\n"
+        "adapters = ('hf.adapter', 'retrieval.dense', 'retrieval.bm25', 'oracle', 'rag.adapter', 'base', 'loader', "
+        "'posprobe.forward')\n"
         "print([m for m in sys.modules if m.split('.')[0] in heavy\n"
         "       or m in tuple('longctx_eval.models.' + a for a in adapters)])\n"
     )

@@ -13,14 +13,14 @@ import random
 import pytest
 
 from data_builders import get_source
-from data_builders.cross_paragraph_grid import grid_size
-from data_builders.needle_multivalue import multivalue_cells
+from data_builders.cross_paragraph.grid import grid_size
+from data_builders.needle.multivalue import multivalue_cells
 from longctx_eval.cli import main
 from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.spec import parse_spec
-from longctx_eval.suite import load_suite
-from longctx_eval.suite_parts import part_names, select_parts
+from longctx_eval.run.suite import load_suite
+from longctx_eval.run.suite_parts import part_names, select_parts
 
 RETRIEVERS = ("bm25", "minilm", "hybrid", "minilm?rerank=maxsim")
 
@@ -95,7 +95,7 @@ def test_shared_haystacks_keep_each_samples_needles(minilm_tokenizer):
 
 
 def _plans(spec_tasks: dict[str, list[str]]):
-    from longctx_eval.run_config import TaskPlan
+    from longctx_eval.run.config import TaskPlan
 
     registry = discover()
     return [(parse_spec(s), [TaskPlan(registry.get(t)) for t in ts]) for s, ts in spec_tasks.items()]
@@ -157,7 +157,7 @@ def test_parts_add_up_and_published_scores_pair_with_compare(tmp_path, capsys):
 
 
 def test_a_corrupt_published_file_is_no_scores(tmp_path):
-    from longctx_eval.paired_scores import sample_scores
+    from longctx_eval.scoring.paired_scores import sample_scores
 
     folder = tmp_path / "bm25"
     (folder / "samples").mkdir(parents=True)

@@ -16,10 +16,10 @@ import numpy as np
 import pytest
 import torch
 
-from data_builders.posprobe_language import ToyCodec, ToyLanguage, build_passkey
-from data_builders.posprobe_training import MIN_LENGTH, training_batch
+from data_builders.posprobe.language import ToyCodec, ToyLanguage, build_passkey
+from data_builders.posprobe.training import MIN_LENGTH, training_batch
 from longctx_eval.errors import ConfigError
-from longctx_eval.models import learned_position as lp
+from longctx_eval.models.posprobe import learned_position as lp
 from longctx_eval.models.references import REFERENCE_ROOT
 
 WINDOW = 128
@@ -156,7 +156,7 @@ def test_learned_positions_need_rope_disabled():
 
 @pytest.fixture(scope="module")
 def tiny_learned():
-    from longctx_eval.models.hf import HFCausalLM
+    from longctx_eval.models.hf.adapter import HFCausalLM
     from longctx_eval.models.spec import parse_spec
 
     return HFCausalLM(parse_spec("tiny-learned"))
@@ -193,7 +193,7 @@ def test_tiny_learned_cached_generation_equals_a_full_forward(tiny_learned):
 
 
 def test_rope_variants_are_refused_on_tiny_learned():
-    from longctx_eval.models.hf import HFCausalLM
+    from longctx_eval.models.hf.adapter import HFCausalLM
     from longctx_eval.models.spec import parse_spec
 
     with pytest.raises(ConfigError, match="rope=yarn"):

@@ -15,8 +15,8 @@ import datasets
 import numpy as np
 import pytest
 
-from data_builders.builders import BuildConfig
-from data_builders.export import build_dataset
+from data_builders.dataset.export import build_dataset
+from data_builders.dataset.registry import BuildConfig
 from longctx_eval.cli import main
 
 LENGTHS, SEED, TOPICS = (2048, 8192), 3, 3

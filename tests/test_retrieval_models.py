@@ -6,15 +6,15 @@ import numpy as np
 import pytest
 
 from data_builders import get_source
-from data_builders.retrieval_docs import RETRIEVAL, build_retrieval_doc
-from longctx_eval.assets import MINILM_SHA256
+from data_builders.retrieval.docs import RETRIEVAL, build_retrieval_doc
 from longctx_eval.errors import ConfigError
 from longctx_eval.metrics.retrieval import covering_ranks
-from longctx_eval.models import hybrid as hybrid_module
-from longctx_eval.models.dense import DenseIndexer
-from longctx_eval.models.hybrid import fuse_scores, ranks
-from longctx_eval.models.index_cache import IndexCache
+from longctx_eval.models.assets import MINILM_SHA256
 from longctx_eval.models.kinds import MODEL_KINDS
+from longctx_eval.models.retrieval import hybrid as hybrid_module
+from longctx_eval.models.retrieval.dense import DenseIndexer
+from longctx_eval.models.retrieval.hybrid import fuse_scores, ranks
+from longctx_eval.models.retrieval.index_cache import IndexCache
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.sample import Request
 from longctx_eval.text.sentences import split_sentences

@@ -9,11 +9,11 @@ import datasets
 import pytest
 
 from data_builders import get_source
-from data_builders.builders import BuildConfig
-from data_builders.export import build_dataset
-from data_builders.retrieval_bank import BANK
-from data_builders.retrieval_builder import context_of
-from data_builders.retrieval_docs import BUCKETS, RETRIEVAL, build_retrieval_doc, query_bucket
+from data_builders.dataset.export import build_dataset
+from data_builders.dataset.registry import BuildConfig
+from data_builders.retrieval.bank import BANK
+from data_builders.retrieval.builder import context_of
+from data_builders.retrieval.docs import BUCKETS, RETRIEVAL, build_retrieval_doc, query_bucket
 from longctx_eval import Hit, Prediction
 from longctx_eval.discovery import discover
 from longctx_eval.hashing import sha256_json

@@ -9,7 +9,7 @@ from longctx_eval.models.spec import parse_spec
 
 
 def test_device_auto_is_the_default_and_the_cpu_here(monkeypatch):
-    from longctx_eval.models import dense
+    from longctx_eval.models.retrieval import dense
 
     for raw in ("minilm", "hybrid", "bm25?rerank=maxsim"):
         assert parse_spec(raw).options.device == "auto"
@@ -29,7 +29,7 @@ def test_device_auto_is_the_default_and_the_cpu_here(monkeypatch):
 
 
 def test_the_index_identity_names_the_resolved_device():
-    from longctx_eval.models.dense import DenseRetriever
+    from longctx_eval.models.retrieval.dense import DenseRetriever
 
     model = DenseRetriever(parse_spec("minilm"))
     assert model.indexers[0].identity()["device"] == "cpu"  # as the index caches of earlier runs were keyed
@@ -38,8 +38,8 @@ def test_the_index_identity_names_the_resolved_device():
 def test_maxsim_and_the_semantic_embedder_default_to_auto():
     import inspect
 
-    from longctx_eval.models.rerank_maxsim import MaxSimReranker
-    from longctx_eval.text.semantic_embed import minilm_embedder
+    from longctx_eval.models.retrieval.rerank_maxsim import MaxSimReranker
+    from longctx_eval.models.semantic_embed import minilm_embedder
 
     assert inspect.signature(MaxSimReranker).parameters["device"].default == "auto"
     assert inspect.signature(minilm_embedder).parameters["device"].default == "auto"

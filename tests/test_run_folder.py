@@ -269,7 +269,7 @@ def test_a_run_folder_in_use_is_refused(tmp_path, capsys):
         [
             sys.executable,
             "-c",
-            "import sys, time; from longctx_eval.run_lock import RunLock\n"
+            "import sys, time; from longctx_eval.run_folder.lock import RunLock\n"
             f"with RunLock(__import__('pathlib').Path({str(run_dir)!r})):\n"
             "    print('held', flush=True); time.sleep(60)",
         ],

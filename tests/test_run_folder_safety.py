@@ -15,7 +15,7 @@ from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.models.spec import parse_spec, slug
-from longctx_eval.run_dir import run_dir_for
+from longctx_eval.run_folder.naming import run_dir_for
 
 RUN = ["run", "--model", "bm25", *tiny_needle("256"), "--limit", "1"]
 FILES = [".lock", "manifest.json", "predictions.jsonl", "run.json", "predictions.quarantine.jsonl"]

@@ -8,8 +8,8 @@ import pytest
 
 from data_builders import AustenSource, assemble, get_source
 from longctx_eval.errors import ConfigError
+from longctx_eval.models.semantic_embed import minilm_embedder, native_bfloat16, smooth
 from longctx_eval.text import ChunkConfig, chunk_document
-from longctx_eval.text.semantic_embed import minilm_embedder, native_bfloat16, smooth
 
 SENTENCES = [
     "Emma Woodhouse, handsome, clever, and rich, seemed to unite some of the best blessings of existence.",
@@ -45,7 +45,7 @@ def austen() -> AustenSource:
 def test_exact_is_the_sentence_transformers_pipeline(exact):
     from sentence_transformers import SentenceTransformer
 
-    from longctx_eval.assets import minilm_path
+    from longctx_eval.models.assets import minilm_path
 
     reference = SentenceTransformer(str(minilm_path()), device="cpu").encode(
         SENTENCES, batch_size=64, convert_to_numpy=True, normalize_embeddings=True

@@ -17,7 +17,7 @@ import time
 import pytest
 from servers import SERVE_MODEL, http_json, root
 
-from longctx_eval.predictions import PredictionStore
+from longctx_eval.run_folder.predictions import PredictionStore
 from tests.conftest import REPO
 
 N_SAMPLES, KILL_AFTER = 4, 2

@@ -13,16 +13,16 @@ import numpy as np
 import pytest
 
 from data_builders import AustenSource, HaystackSource, assemble, build_needle_doc, get_source
-from data_builders.fetch_prose import main as fetch_main
-from data_builders.needle_insertion import KEY_QUALIFIERS
-from data_builders.sources import austen as austen_mod
-from data_builders.sources.austen_corpus import CORPUS_SHA256, PINS, paragraphs_from_lines, strip_gutenberg
-from data_builders.sources.debfile import _decompress, ar_members
-from data_builders.sources.hf import parse_hf_spec
-from longctx_eval.assets import load_tokenizer
+from data_builders.haystack.sources import austen as austen_mod
+from data_builders.haystack.sources.austen_corpus import CORPUS_SHA256, PINS, paragraphs_from_lines, strip_gutenberg
+from data_builders.haystack.sources.debfile import _decompress, ar_members
+from data_builders.haystack.sources.fetch_prose import main as fetch_main
+from data_builders.haystack.sources.hf import parse_hf_spec
+from data_builders.needle.insertion import KEY_QUALIFIERS
 from longctx_eval.errors import ConfigError, DataError, PrerequisiteError
+from longctx_eval.models.assets import load_tokenizer
+from longctx_eval.models.semantic_embed import minilm_embedder, smooth
 from longctx_eval.text import ChunkConfig, OffsetIndex, chunk_document
-from longctx_eval.text.semantic_embed import minilm_embedder, smooth
 
 # The 1M-GPT-2-token cut of the same recipe, built independently in the research notes
 # (shared/research/offline-assets.md, A.5): its first 11,091 paragraphs plus a newline.
@@ -31,7 +31,7 @@ RESEARCH_1M_SHA256 = "1a0014e69a484400af36b93544da8ccdda08e2e79215ae3d8ca6d22d12
 
 @pytest.fixture(scope="module")
 def austen() -> AustenSource:
-    source = get_source("austen")  # built by `make venv` (python -m data_builders.fetch_prose)
+    source = get_source("austen")  # built by `make venv` (python -m data_builders.haystack.sources.fetch_prose)
     assert isinstance(source, AustenSource)
     return source
 
@@ -113,7 +113,9 @@ def test_fetch_errors_are_clear(tmp_path, monkeypatch, debs_dir, capsys):
     monkeypatch.setattr(austen_mod.shutil, "which", lambda name: None)
     with pytest.raises(PrerequisiteError, match=r"apt-get is not available.*LONGCTX_EVAL_PROSE_DEBS.*files:<glob>"):
         austen_mod.ensure_corpus()
-    with pytest.raises(PrerequisiteError, match=r"not built yet: run `python -m data_builders.fetch_prose`"):
+    with pytest.raises(
+        PrerequisiteError, match=r"not built yet: run `python -m data_builders.haystack.sources.fetch_prose`"
+    ):
         austen_mod.AustenSource()
     assert fetch_main(["--offline"]) == 1 and "fetch_prose: error: " in capsys.readouterr().err
     monkeypatch.setenv(austen_mod.DEBS_ENV, str(tmp_path / "nowhere"))

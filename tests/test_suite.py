@@ -11,7 +11,7 @@ from longctx_eval.discovery import discover
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.kinds import MODEL_KINDS
 from longctx_eval.models.spec import parse_spec
-from longctx_eval.suite import load_suite
+from longctx_eval.run.suite import load_suite
 
 
 @pytest.mark.parametrize("suite", ["default", "recall-full", "reference"])

@@ -134,7 +134,7 @@ def test_same_chunks_as_hf_twin_on_a_long_document(twin_pair: tuple[Tokenizer, T
 
 def test_unknown_tiktoken_encoding_is_a_prerequisite_error() -> None:
     pytest.importorskip("tiktoken", reason="tiktoken comes with the `bench` extra")
-    from longctx_eval.assets import load_tokenizer
+    from longctx_eval.models.assets import load_tokenizer
 
     with pytest.raises(PrerequisiteError, match="tiktoken"):
         load_tokenizer("tiktoken:no_such_encoding")

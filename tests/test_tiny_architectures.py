@@ -95,7 +95,7 @@ def tiny_model(tmp_path_factory):
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from longctx_eval.assets import smollm2_dir
+    from longctx_eval.models.assets import smollm2_dir
 
     smol = smollm2_dir()
     tok = AutoTokenizer.from_pretrained(str(smol))
@@ -166,7 +166,7 @@ def test_tiny_architecture_runs_or_refuses_the_probe_slow(arch, tiny_model, tmp_
 def test_probe_refusal_reads_the_architecture_from_the_model(arch):
     from transformers import AutoModelForCausalLM
 
-    from longctx_eval.models.probe_support import probe_refusal
+    from longctx_eval.models.posprobe.support import probe_refusal
 
     model = AutoModelForCausalLM.from_config(_config(arch, 64, 1, 2))
     refusal = probe_refusal(model)
@@ -179,7 +179,7 @@ def test_a_sliding_window_that_no_layer_uses_is_not_refused():
     import transformers as tf
     from transformers import AutoModelForCausalLM
 
-    from longctx_eval.models.probe_support import probe_refusal
+    from longctx_eval.models.posprobe.support import probe_refusal
 
     qwen = tf.Qwen2Config(
         hidden_size=32,

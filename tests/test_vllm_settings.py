@@ -12,7 +12,7 @@ import pytest
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.spec import parse_spec
-from longctx_eval.models.vllm_settings import INSTALL_HINT, engine_arguments, recorded_settings, rope_override
+from longctx_eval.models.vllm.settings import INSTALL_HINT, engine_arguments, recorded_settings, rope_override
 
 HAS_VLLM = importlib.util.find_spec("vllm") is not None
 
@@ -21,7 +21,7 @@ HAS_VLLM = importlib.util.find_spec("vllm") is not None
 def smollm2_config():
     from transformers import AutoConfig
 
-    from longctx_eval.assets import smollm2_dir
+    from longctx_eval.models.assets import smollm2_dir
 
     return AutoConfig.from_pretrained(str(smollm2_dir()))
 

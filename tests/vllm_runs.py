@@ -136,7 +136,7 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer
         pytest.skip("needs vLLM: `make test-vllm`")
     import servers
 
-    from longctx_eval.assets import smollm2_dir
+    from longctx_eval.models.assets import smollm2_dir
 
     port = free_port()
     log = tmp_path_factory.mktemp("vllm-logs") / "vllm-server.log"

@@ -3,7 +3,7 @@
 import random
 
 from data_builders import get_source, insert_sentences
-from data_builders.prompt_budget import context_tokens
+from data_builders.haystack.prompt_budget import context_tokens
 from longctx_eval import (
     Hit,
     Prediction,

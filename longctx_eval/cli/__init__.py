@@ -21,7 +21,7 @@ for _name in ("run", "tasks", "score", "compare", "leaderboard", "validate", "sc
     COMMANDS.register(_name, f"longctx_eval.cli.{_name}", source="longctx_eval.cli")
 COMMANDS.register("serve", "longctx_eval.cli.serve", source="longctx_eval.cli")
 COMMANDS.register("fault-proxy", "longctx_eval.cli.fault_proxy", source="longctx_eval.cli")
-COMMANDS.register("load", "longctx_eval.cli.load", source="longctx_eval.cli")
+COMMANDS.register("load", "longctx_eval.cli.load_test", source="longctx_eval.cli")
 COMMANDS.register("export", "longctx_eval.cli.export", source="longctx_eval.cli")
 
 

@@ -56,11 +56,11 @@ def write_lines(chunks: Iterable[Chunk], out: BinaryIO, *, flush: bool = False) 
 def semantic_embedder() -> Embed:
     """The packaged MiniLM sentence embedder (`text.semantic_embed.minilm_embedder`), imported only when asked."""
     try:
-        from longctx_eval.text.semantic_embed import minilm_embedder
+        from longctx_eval.models.semantic_embed import minilm_embedder
     except ModuleNotFoundError as exc:
         raise PrerequisiteError(
             f"--semantic needs the sentence embedder, but module {exc.name!r} is missing; "
-            "expected longctx_eval.text.semantic_embed and sentence-transformers (pip install -e .)"
+            "expected longctx_eval.models.semantic_embed and sentence-transformers (pip install -e .)"
         ) from exc
     return minilm_embedder()
 
@@ -89,8 +89,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_chunk(args: argparse.Namespace) -> int:
     """Chunk one file and stream its chunks as JSON lines to stdout or --out."""
-    from longctx_eval.assets import load_tokenizer
-    from longctx_eval.io import atomic_output
+    from longctx_eval.atomic_io import atomic_output
+    from longctx_eval.models.assets import load_tokenizer
     from longctx_eval.text.chunking import ChunkConfig, iter_chunks
 
     if args.max_tokens < 1:

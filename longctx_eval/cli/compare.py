@@ -31,7 +31,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_compare(args: argparse.Namespace) -> int:
     """Print the tables (stdout), write --json; a LongctxError (bad input) exits 2 through `main`."""
-    from longctx_eval.run_comparison import compare_runs, to_text, write_json
+    from longctx_eval.scoring.comparison import compare_runs, to_text, write_json
 
     comparison = compare_runs(args.run_a, args.run_b, args.task, seed=args.seed)
     sys.stdout.write(to_text(comparison))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from longctx_eval.metrics.composite import LATENCY_KINDS, CompositeConfig, parse_weights
+from longctx_eval.scoring.composite import LATENCY_KINDS, CompositeConfig, parse_weights
 
 
 def add_composite_flags(p: argparse.ArgumentParser) -> None:

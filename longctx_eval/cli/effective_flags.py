@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import argparse
 
-from longctx_eval.metrics.effective_length import DEFAULT_FRACTION, DEFAULT_THRESHOLD, EffectiveLengthConfig
+from longctx_eval.scoring.effective_length import DEFAULT_FRACTION, DEFAULT_THRESHOLD, EffectiveLengthConfig
 
 
 def add_effective_flags(p: argparse.ArgumentParser) -> None:

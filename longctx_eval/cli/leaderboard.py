@@ -48,11 +48,11 @@ def _min_n(text: str) -> int:
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
     """Merge and render; exit 2 when an input run file is corrupt or invalid (it is skipped, the rest merged)."""
-    from longctx_eval.leaderboard import update_leaderboard
+    from longctx_eval.leaderboard.build import update_leaderboard
 
     report = update_leaderboard(list(args.inputs), args.out, site=args.site, min_n=args.min_n)
     if args.per_sample:
-        from longctx_eval.per_sample import publish
+        from longctx_eval.leaderboard.per_sample import publish
 
         written = publish(list(args.inputs), args.out)
         console.print(f"per-sample scores: {len(written)} file(s) under {args.out / 'per-sample'}", highlight=False)

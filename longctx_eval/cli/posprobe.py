@@ -12,8 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from longctx_eval.atomic_io import atomic_write_text, ensure_dir
 from longctx_eval.errors import RunFileError
-from longctx_eval.io import atomic_write_text, ensure_dir
 from longctx_eval.results import read_run
 
 TASK = "posprobe"
@@ -80,7 +80,7 @@ def _run_files(inputs: Sequence[Path]) -> list[Path]:
 
 def _calibration(run_dir: Path) -> dict[str, Any] | None:
     """The frozen retrieval heads with their retrieval scores and the reference length, from the first probe."""
-    from longctx_eval.predictions import PredictionStore
+    from longctx_eval.run_folder.predictions import PredictionStore
 
     path = run_dir / "predictions.jsonl"
     if not path.is_file():
@@ -96,7 +96,7 @@ def _calibration(run_dir: Path) -> dict[str, Any] | None:
 def probe_rows(inputs: Sequence[Path]) -> list[dict[str, Any]]:
     """One row per (model, length) of every posprobe run: metric values and CIs pooled over depths, the passkey EM
     per depth quintile (`passkey_em_by_depth`) and the calibration (heads, their RS, L_ref)."""
-    rows = []
+    rows: list[dict[str, Any]] = []
     for path in _run_files(inputs):
         try:
             run = read_run(path)
@@ -239,7 +239,7 @@ def plot_probe(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from longctx_eval.line_plots import style
+    from longctx_eval.leaderboard.line_plots import style
 
     ensure_dir(out_dir)
     written = []

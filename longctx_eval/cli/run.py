@@ -6,19 +6,20 @@ import argparse
 import time
 from pathlib import Path
 
+from longctx_eval.atomic_io import ensure_dir
 from longctx_eval.cli import add_include_path
 from longctx_eval.cli.composite_flags import add_composite_flags, composite_config
 from longctx_eval.cli.effective_flags import add_effective_flags, effective_config
-from longctx_eval.cost import Budget, PriceTable, load_prices
 from longctx_eval.discovery import discover, in_tree_tasks, select
-from longctx_eval.dry_run import DEFAULT_OUTPUT_TPS, DEFAULT_PROMPT_TPS
 from longctx_eval.errors import ConfigError
-from longctx_eval.io import ensure_dir
-from longctx_eval.models.spec import ModelSpec, check_distinct_names, expand_models, parse_spec
+from longctx_eval.models.model_spec import ModelSpec
+from longctx_eval.models.spec import check_distinct_names, expand_models, parse_spec
 from longctx_eval.progress import console
 from longctx_eval.registry import Registry
-from longctx_eval.run_config import RunConfig, TaskPlan, check_limit, parse_lengths, parse_task_args, parse_tasks
-from longctx_eval.run_dir import run_dir_for
+from longctx_eval.run.config import RunConfig, TaskPlan, check_limit, parse_lengths, parse_task_args, parse_tasks
+from longctx_eval.run.cost import Budget, PriceTable, load_prices
+from longctx_eval.run.dry_run import DEFAULT_OUTPUT_TPS, DEFAULT_PROMPT_TPS
+from longctx_eval.run_folder.naming import run_dir_for
 from longctx_eval.task import TaskInfo
 
 Plans = list[tuple[ModelSpec, list[TaskPlan]]]
@@ -86,7 +87,7 @@ def add_cost_flags(run: argparse.ArgumentParser) -> None:
         type=Path,
         default=None,
         metavar="FILE",
-        help="your price table (TOML, USD per 1M tokens; form of longctx_eval/prices.toml), used instead of it",
+        help="your price table (TOML, USD per 1M tokens; form of longctx_eval/run/prices.toml), used instead of it",
     )
     run.add_argument(
         "--gpu-hour-price",
@@ -120,7 +121,7 @@ def _chosen_tasks(registry: Registry[TaskInfo], names: tuple[str, ...]) -> list[
 
 def plans_of(args: argparse.Namespace, registry: Registry[TaskInfo]) -> Plans:
     """Model spec -> task plans: a suite (the default one when neither --model nor --tasks is given)."""
-    from longctx_eval.suite import load_suite
+    from longctx_eval.run.suite import load_suite
 
     lengths, limit = parse_lengths(args.lengths), check_limit(args.limit, "--limit")
     cli_args = parse_task_args(args.task_arg)
@@ -151,7 +152,7 @@ def plans_of(args: argparse.Namespace, registry: Registry[TaskInfo]) -> Plans:
     if args.part is not None:
         if suite is None:
             raise ConfigError("--part picks parts of a suite; give --suite too")
-        from longctx_eval.suite_parts import select_parts
+        from longctx_eval.run.suite_parts import select_parts
 
         plans = select_parts(plans, [p.strip() for p in args.part.split(",") if p.strip()])
     return plans
@@ -161,7 +162,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     """Evaluate every model on its tasks; 0 when every task ran or was skipped for a stated reason, 1 on
     errors, 2 when a model was refused for its spec or files, 3 when stopped at --max-cost, 4 when a task crashed
     or every request of it failed."""
-    from longctx_eval.runner import run_models
+    from longctx_eval.run.runner import run_models
 
     include = tuple(str(Path(p).resolve()) for p in args.include_path)
     effective = effective_config(args)
@@ -234,8 +235,8 @@ def _with_estimates(table: PriceTable, plans: Plans, args: argparse.Namespace) -
     """`table` plus a --gpu-hour-price estimate for each served model it lacks (each printed with its basis)."""
     if args.gpu_hour_price is None:
         return table
-    from longctx_eval.cost import served_model
-    from longctx_eval.cost_estimate import gpu_hour_estimate
+    from longctx_eval.run.cost import served_model
+    from longctx_eval.run.cost_estimate import gpu_hour_estimate
 
     unpriced = sorted({m for spec, _ in plans if (m := served_model(spec)) is not None and table.get(m) is None})
     if not unpriced:
@@ -249,7 +250,7 @@ def _with_estimates(table: PriceTable, plans: Plans, args: argparse.Namespace) -
 
 def _dry_run(plans: Plans, config: RunConfig, table: PriceTable, args: argparse.Namespace) -> int:
     """Print what the run would send, cost and take; nothing is sent or written."""
-    from longctx_eval.dry_run import dry_run, measured_throughput, parse_assumed, render
+    from longctx_eval.run.dry_run import dry_run, measured_throughput, parse_assumed, render
 
     if args.throughput_from is not None:
         throughput = measured_throughput(args.throughput_from)

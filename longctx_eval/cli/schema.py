@@ -18,7 +18,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_schema(args: argparse.Namespace) -> int:
     """Write the schema atomically."""
-    from longctx_eval.io import atomic_write_text
+    from longctx_eval.atomic_io import atomic_write_text
     from longctx_eval.results import json_schema
 
     atomic_write_text(args.out, json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")

@@ -26,8 +26,8 @@ def cmd_score(args: argparse.Namespace) -> int:
     """Rescore under the folder's lock; 2 when a task could not be rescored (its earlier result, if any, is kept),
     4 when a task's every request failed (as `run` exits), naming it."""
     from longctx_eval.results import failure_summary, task_failed
-    from longctx_eval.run_lock import RunLock
-    from longctx_eval.scoring import print_summary, score_run_dir
+    from longctx_eval.run_folder.lock import RunLock
+    from longctx_eval.scoring.score import print_summary, score_run_dir
 
     effective = effective_config(args)
     with RunLock(args.run_dir):

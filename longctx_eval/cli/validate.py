@@ -6,7 +6,7 @@ import argparse
 
 from longctx_eval.cli import add_include_path
 from longctx_eval.progress import console
-from longctx_eval.run_config import parse_lengths, parse_task_args
+from longctx_eval.run.config import parse_lengths, parse_task_args
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -26,7 +26,7 @@ def cmd_validate(args: argparse.Namespace) -> int:
     """Print each check; 1 when any fails."""
     from longctx_eval.discovery import discover
     from longctx_eval.models.spec import parse_spec
-    from longctx_eval.validate_task import validate_task
+    from longctx_eval.run.validate_task import validate_task
 
     info = discover(args.include_path).get(args.name)
     task_args = info.check_args(parse_task_args(args.task_arg).get(info.name, {}), "--task-arg")

@@ -66,7 +66,7 @@ def read_built(folder: Path, where: str = "--dataset") -> BuiltDataset:
         data_files=files,
     )
     for length in built.lengths:
-        paths = files.get(built.config_of(length), ())
+        paths = files.get(built.config_of(length), [])
         if len(paths) != 1 or not (folder / paths[0]).is_file():
             raise ConfigError(
                 f"{where} {folder}: the card lists config {built.config_of(length)!r} but its file is missing"

@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from longctx_eval.atomic_io import atomic_write_text, ensure_dir
 from longctx_eval.errors import ConfigError
 from longctx_eval.export.built_dataset import BuiltDataset
 from longctx_eval.export.targets import ExportTarget
-from longctx_eval.io import atomic_write_text, ensure_dir
 
 TEMPLATE = '''\
 """inspect_ai task of longctx-eval's {task!r} task (written by `longctx-eval export inspect`).

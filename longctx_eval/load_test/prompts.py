@@ -20,11 +20,11 @@ from typing import Any
 from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError, TaskUnavailable
 from longctx_eval.models.base import ModelAdapter
-from longctx_eval.models.openai_client import ServedRequest
+from longctx_eval.models.openai.client import ServedRequest
 from longctx_eval.progress import status
-from longctx_eval.run_config import TaskPlan
+from longctx_eval.run.config import TaskPlan
+from longctx_eval.run.sampling import build_samples
 from longctx_eval.sample import Request
-from longctx_eval.sampling import build_samples
 
 CACHE_SCENARIOS = ("cold", "suite", "hit")
 LEAD = "Load-test request {n}.\n\n"

@@ -10,8 +10,8 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from longctx_eval.io import atomic_write_text
-from longctx_eval.plots import write_png
+from longctx_eval.atomic_io import atomic_write_text
+from longctx_eval.leaderboard.heatmaps import write_png
 
 KIND = "load_test"
 """The `kind` field that marks a load-test JSON (run --dry-run --throughput-from reads it)."""

@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from longctx_eval.metrics.latency import latency_summary
-from longctx_eval.models.openai_client import ServedResult
+from longctx_eval.models.openai.client import ServedResult
+from longctx_eval.scoring.latency import latency_summary
 
 
 def level_summary(
@@ -27,7 +27,7 @@ def level_summary(
     `measured_prompt_tokens` (request id -> the length measured before sending) and its completion tokens
     counted as streamed chunks; `usage_missing` counts those requests.
     Latency percentiles (P50/P95/P99, linear interpolation) are the serving statistics of the run file
-    (metrics/latency.py): TTFT, end-to-end, inter-token gaps, time per output token and per-request output
+    (scoring/latency.py): TTFT, end-to-end, inter-token gaps, time per output token and per-request output
     tokens/s, over successful requests; failures are counted by reason, retries by the reason of each failed
     attempt. `busy_s` is the time at least one request was in flight (the run file's throughput divisor).
     """

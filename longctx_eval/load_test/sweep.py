@@ -22,8 +22,8 @@ from typing import Any
 from longctx_eval.errors import ConfigError
 from longctx_eval.load_test.server_metrics import level_hit_rate
 from longctx_eval.load_test.summary import level_summary
-from longctx_eval.models.openai_client import ServedClient, ServedRequest, ServedResult
-from longctx_eval.models.openai_limits import RateLimiter
+from longctx_eval.models.openai.client import ServedClient, ServedRequest, ServedResult
+from longctx_eval.models.openai.limits import RateLimiter
 
 DEFAULT_LEVELS = (1, 8, 32, 128)
 WARMUP_TEXT = "Reply with the single word OK."
@@ -153,7 +153,7 @@ async def _level(
     )
     summary["prefix_cache"] = level_hit_rate(before, after)
     by_server = Counter(r.server for r in results if r.server is not None)
-    if by_server:  # several servers (models/openai_pool.py): how many requests each answered
+    if by_server:  # several servers (models/openai/pool.py): how many requests each answered
         summary["by_server"] = dict(sorted(by_server.items()))
     return summary, len(tasks)
 

@@ -53,7 +53,7 @@ def as_span(m: Sequence[int]) -> Span:
 
 def gold_link_pairs(clusters: Iterable[Iterable[Sequence[int]]]) -> list[tuple[Span, Span]]:
     """(anaphor, closest preceding gold antecedent) for every non-first mention of every gold cluster."""
-    pairs = []
+    pairs: list[tuple[Span, Span]] = []
     for cluster in clusters:
         ordered = sorted({as_span(m) for m in cluster})
         pairs.extend((ordered[i], ordered[i - 1]) for i in range(1, len(ordered)))

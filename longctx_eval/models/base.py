@@ -12,7 +12,7 @@ from longctx_eval.sample import Prediction, Request, Sample
 from longctx_eval.text.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
-    from longctx_eval.models.spec import ModelSpec
+    from longctx_eval.models.model_spec import ModelSpec
     from longctx_eval.task import Task
 
 

@@ -18,12 +18,13 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from longctx_eval.capability import Capability
 from longctx_eval.errors import DataError
 from longctx_eval.models.base import ModelAdapter, model_meta
-from longctx_eval.models.options import PRONOUN_WINDOW
-from longctx_eval.models.spec import ModelSpec
+from longctx_eval.models.model_spec import ModelSpec
+from longctx_eval.models.options import PRONOUN_WINDOW, CorefOptions
 from longctx_eval.sample import Prediction, Request
 
 VERSION = "1"
@@ -246,9 +247,9 @@ class CorefBaseline(ModelAdapter):
     capabilities = frozenset({Capability.COREF})
 
     def __init__(self, spec: ModelSpec) -> None:
-        from longctx_eval.assets import load_tokenizer
+        from longctx_eval.models.assets import load_tokenizer
 
-        self.window = spec.options.window
+        self.window = cast("CorefOptions", spec.options).window
         tok = load_tokenizer("minilm")
         settings = {"baseline_version": VERSION, "mentions": "gold", "window": self.window}
         super().__init__(model_meta(spec, tok, self.capabilities, settings=settings), tok)

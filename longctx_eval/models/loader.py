@@ -14,7 +14,7 @@ from typing import TypeVar
 from longctx_eval.errors import LongctxError, ModelFileError
 from longctx_eval.models.base import ModelAdapter
 from longctx_eval.models.kinds import MODEL_KINDS
-from longctx_eval.models.spec import ModelSpec
+from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.text.tokenizer import Tokenizer
 
 T = TypeVar("T")

@@ -9,15 +9,16 @@ from __future__ import annotations
 import os
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
-from longctx_eval.assets import load_tokenizer, minilm_path, smollm2_dir
 from longctx_eval.errors import ConfigError, ModelFileError, PrerequisiteError
+from longctx_eval.models.assets import load_tokenizer, minilm_path, smollm2_dir
+from longctx_eval.models.options import HFOptions
 from longctx_eval.models.references import REFERENCE_MODELS, reference_dir
 from longctx_eval.text.tokenizer import Tokenizer
 
 if TYPE_CHECKING:
-    from longctx_eval.models.spec import ModelSpec
+    from longctx_eval.models.model_spec import ModelSpec
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
 EMBEDDED_HF = ("smollm2-135m", *REFERENCE_MODELS)
@@ -75,7 +76,7 @@ def hf_tokenizer_pair(spec: ModelSpec) -> tuple[Any, Tokenizer]:
     """The transformers tokenizer of an `hf:` spec and our Tokenizer over it (named as the run file records it)."""
     from transformers import AutoTokenizer
 
-    o = spec.options
+    o = cast("HFOptions", spec.options)
     source = hf_source(spec.target, o.revision)
     kwargs = {k: v for k, v in (("revision", o.revision), ("gguf_file", o.gguf_file)) if v is not None}
     try:

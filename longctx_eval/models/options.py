@@ -6,7 +6,7 @@ accepts `name` (the display name and run-folder name); the other fields are the 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -21,7 +21,7 @@ NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$"
 HF_BATCH_SIZE = 1
 """`hf` generation batch on the CPU (what `batch_size=auto`, the default, means there). SmolLM2 on 2 CPU cores
 (benchmarks/batching.py): batch 4 is 2.2x faster at ~1K tokens but 0.64x at ~4K (padded attention), and the
-suite's long prompts dominate, so 1 it is. On CUDA, auto packs requests by a token budget (models/hf_batching.py)."""
+suite's long prompts dominate, so 1 it is. On CUDA, auto packs requests by a token budget (models/hf/batching.py)."""
 PRONOUN_WINDOW = 40
 """Default `coref:baseline` look-back: earlier mentions a pronoun considers."""
 
@@ -108,7 +108,7 @@ class HFOptions(KindOptions):
 
 
 RERANK_DEPTH = 20
-"""Default candidates a second-stage reranker rescores (models/rerank.py)."""
+"""Default candidates a second-stage reranker rescores (models/rerankers.py)."""
 
 
 class RerankOptions(KindOptions):
@@ -126,7 +126,7 @@ class RerankOptions(KindOptions):
     @classmethod
     def _known_reranker(cls, value: str | None) -> str | None:
         if value is not None:
-            from longctx_eval.models.rerank import reranker_names  # a light registry module: no model loads
+            from longctx_eval.models.rerankers import reranker_names  # a light registry module: no model loads
 
             if value not in reranker_names():
                 raise ValueError(f"unknown reranker {value!r}")
@@ -197,7 +197,7 @@ RAG_K = 5
 
 class RagOptions(KindOptions):
     """`rag:<retriever>+<generator>`: chunks per round, chunk size, iterative rounds. The inner specs' own
-    options ride along as `retriever.KEY=V` / `generator.KEY=V` (models/rag_spec.py strips them first)."""
+    options ride along as `retriever.KEY=V` / `generator.KEY=V` (models/rag/spec.py strips them first)."""
 
     k: int = Field(default=RAG_K, gt=0, description="a positive integer (chunks retrieved per round)")
     iterative: bool = Field(default=False, description="true or false")
@@ -209,7 +209,7 @@ class RagOptions(KindOptions):
 
 
 class OpenAIOptions(KindOptions):
-    """`openai:<model>@<base_url>`: an OpenAI-compatible endpoint (models/openai_adapter.py; docs/served.md)."""
+    """`openai:<model>@<base_url>`: an OpenAI-compatible endpoint (models/openai/adapter.py; docs/served.md)."""
 
     endpoint: Literal["chat", "completions"] = Field(default="chat", description="chat or completions")
     api_key_env: str = Field(
@@ -227,7 +227,7 @@ class OpenAIOptions(KindOptions):
     decoding: Literal["greedy", "default"] = Field(default="greedy", description="greedy or default")
     neutral: Literal["auto", "standard", "all"] = Field(
         default="auto",
-        description="auto, standard or all (greedy: which neutral penalty fields are sent; models/openai_sampling.py)",
+        description="auto, standard or all (greedy: which neutral penalty fields are sent; models/openai/sampling.py)",
     )
     seed: int = Field(default=0, ge=0, description="an integer >= 0 (sent as the request seed)")
     max_in_flight: int = Field(default=8, gt=0, description="a positive integer (requests in flight)")
@@ -250,7 +250,10 @@ class OpenAIOptions(KindOptions):
     )
 
 
-def parse_options(cls: type[KindOptions], values: dict[str, str], kind: str, raw: str) -> KindOptions:
+OptionsT = TypeVar("OptionsT", bound="KindOptions")
+
+
+def parse_options(cls: type[OptionsT], values: dict[str, str], kind: str, raw: str) -> OptionsT:
     """Convert and check `values` (strings from the spec); one-line ConfigError naming spec, key and expected form."""
     for key in values:
         if key not in cls.model_fields:
@@ -274,7 +277,7 @@ VLLMRope = Literal["none", "linear", "dynamic", "ntk", "yarn", "yarn_notemp"]
 
 
 class VLLMOptions(KindOptions):
-    """`vllm:<folder-or-hub-id>`: vLLM's offline engine in process (models/vllm_engine.py; the `vllm` extra).
+    """`vllm:<folder-or-hub-id>`: vLLM's offline engine in process (models/vllm/engine.py; the `vllm` extra).
 
     Unset engine options keep vLLM's defaults and are not recorded; prompts are the token ids `hf:` renders."""
 

@@ -6,10 +6,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from longctx_eval.assets import load_tokenizer
 from longctx_eval.capability import ALL_CAPABILITIES, Capability
+from longctx_eval.models.assets import load_tokenizer
 from longctx_eval.models.base import ModelAdapter, model_meta
-from longctx_eval.models.spec import ModelSpec
+from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.sample import Prediction, Request, Sample
 
 if TYPE_CHECKING:

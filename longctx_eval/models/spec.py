@@ -18,12 +18,12 @@ tiny-learned; `default` = minilm,bm25,smollm2-135m. Parsing is a leaf: it import
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from urllib.parse import parse_qsl
 
 from longctx_eval.errors import ConfigError, did_you_mean
-from longctx_eval.models.kinds import MODEL_KINDS
-from longctx_eval.models.options import KindOptions, parse_options
+from longctx_eval.models.kinds import MODEL_KINDS, AdapterKind
+from longctx_eval.models.model_spec import ModelSpec
+from longctx_eval.models.options import parse_options
 
 EMBEDDED = {
     "smollm2-135m": "hf:smollm2-135m",
@@ -42,19 +42,6 @@ EMBEDDED = {
     "tiny-learned": "hf:tiny-learned?max_length=65536",
 }
 DEFAULT_MODELS = ("minilm", "bm25", "smollm2-135m")
-
-
-@dataclass(frozen=True)
-class ModelSpec:
-    """A parsed spec: the adapter kind, its target (path, hub id, packaged name), typed options, display name."""
-
-    raw: str
-    kind: str
-    target: str
-    options: KindOptions
-    name: str
-    parts: tuple[ModelSpec, ...] = ()
-    """A composite kind's inner specs (`rag`: retriever, generator), parsed and checked with it."""
 
 
 def known_forms() -> str:
@@ -92,32 +79,31 @@ def parse_spec(raw: str) -> ModelSpec:
     if not adapter.needs_target and sep:
         raise ConfigError(f"model spec {raw!r}: {kind!r} takes no ':target'; expected {adapter.example}")
     values = {**_pairs(base_query, raw), **_pairs(user_query, raw)}  # the user's options override a short name's
-    if kind == "rag":  # a composite: its target is two specs, its query also carries theirs (models/rag_spec.py)
-        from longctx_eval.models.rag_spec import parse_rag
-
-        return parse_rag(text, target, values)
+    if adapter.parse is not None:  # a composite kind (`rag`): its target is specs, its query carries theirs too
+        return adapter.parse_composite(text, target, values)
     options = parse_options(adapter.options, values, kind, text)
-    if adapter.check_target is not None:
-        adapter.check_target(target, text)
-    name = options.name or _default_name(short, kind, target)
-    if getattr(options, "chunking", "greedy") != "greedy" and not options.name:  # minilm?chunking=resync
-        name = f"{name}-{options.chunking}"  # -> minilm-resync: other chunks, another system
+    adapter.check(target, text)
+    name = options.name or _default_name(short, adapter, target)
+    chunking = getattr(options, "chunking", "greedy")
+    if chunking != "greedy" and not options.name:  # minilm?chunking=resync
+        name = f"{name}-{chunking}"  # -> minilm-resync: other chunks, another system
     rerank = getattr(options, "rerank", None)
     if rerank and not options.name:  # a reranked retriever is another system: `minilm?rerank=maxsim` -> minilm-maxsim
         name = f"{name}-{rerank}"
     return ModelSpec(raw=text, kind=kind, target=target, options=options, name=name)
 
 
-def _default_name(short: str | None, kind: str, target: str) -> str:
+def _default_name(short: str | None, adapter: AdapterKind, target: str) -> str:
     if short:
         return short
-    if kind in ("hf", "retriever"):  # a path or hub id: its last component names the model
-        return target.rstrip("/").rsplit("/", 1)[-1]
-    if kind == "openai":  # <model>@<base_url>: the served model's name, without the URL
-        from longctx_eval.models.openai_target import default_name
+    if adapter.default_name is not None:  # the kind names its models (e.g. a path's last component)
+        return adapter.name_for(target)
+    return f"{adapter.name}-{target}" if target else adapter.name
 
-        return default_name(target)
-    return f"{kind}-{target}" if target else kind
+
+def name_from_path(target: str) -> str:
+    """A path or hub id's last component, which names its model (`hf:`, `retriever:`)."""
+    return target.rstrip("/").rsplit("/", 1)[-1]
 
 
 def expand_models(arg: str) -> list[str]:

@@ -1,0 +1,1 @@
+"""Built datasets: the builder registry, the `build` command, parquet export, the card, hub upload, interop."""

@@ -1,0 +1,1 @@
+"""posprobe data: the toy reference language, passkey samples and the references' training batches."""

@@ -1,0 +1,178 @@
+"""LEADERBOARD.md's breakdowns of a task: effective-length columns, per-slice tables and contrast tables."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from longctx_eval.results import ContrastResult, EffectiveLength, SliceValue, TaskResult
+from longctx_eval.scoring.labels import (
+    DASH,
+    format_cell,
+    format_difference,
+    format_effective,
+    length_label,
+    md_escape,
+    value_text,
+)
+from longctx_eval.scoring.slicing import ValueKey, value_key
+
+Board = Sequence[tuple[str, TaskResult]]
+"""A task's rows, best first: (model name, its result)."""
+KINDS = {"absolute": "eff. length", "relative": "rel. eff. length"}
+DEFAULT_MIN_N = 30
+"""Cells with fewer samples are marked low n and kept out of ranking, effective length and contrasts
+(`leaderboard --min-n`)."""
+
+
+def effective_of(result: TaskResult, metric: str, kind: str) -> EffectiveLength | None:
+    """The result's effective length of `kind` for `metric`, None when it has none (one length, older files)."""
+    return next((e for e in result.effective_length if e.kind == kind and e.metric == metric), None)
+
+
+def effective_kinds(board: Board, metric: str) -> list[str]:
+    """The effective-length kinds any model of the board reports for `metric` (the extra table columns)."""
+    return [k for k in KINDS if any(effective_of(r, metric, k) is not None for _, r in board)]
+
+
+def _rule(e: EffectiveLength) -> str:
+    return f">={e.threshold:.3g}" if e.kind == "absolute" else f">={e.fraction or 0:.0%}"
+
+
+def _rules(board: Board, metric: str, kind: str) -> set[str]:
+    return {_rule(e) for _, r in board if (e := effective_of(r, metric, kind)) is not None}
+
+
+def low_n_lengths(result: TaskResult, metric: str, lengths: Sequence[int], min_n: int) -> list[int]:
+    """Those of `lengths` where the result's pooled-depth `metric` row has fewer than `min_n` samples."""
+    rows = {r.length: r.n for r in result.results if r.metric == metric and r.depth is None}
+    return [n for n in lengths if rows.get(n, 0) < min_n]
+
+
+def effective_cells(
+    result: TaskResult, board: Board, metric: str, kinds: Sequence[str], min_n: int = DEFAULT_MIN_N
+) -> list[str]:
+    """One cell per kind: '4K [2K, 8K]', '(window)' when the window ended it, the rule when models differ;
+    'low n (1K, 2K)' instead when a length it ran over has fewer than `min_n` samples."""
+    cells = []
+    for kind in kinds:
+        e = effective_of(result, metric, kind)
+        if e is None:
+            cells.append(DASH)
+            continue
+        low = low_n_lengths(result, metric, e.lengths, min_n)
+        if low:
+            cells.append(f"low n ({', '.join(length_label(n) for n in low)})")
+            continue
+        text = format_effective(e)
+        cells.append(text + (f" ({_rule(e)})" if len(_rules(board, metric, kind)) > 1 else ""))
+    return cells
+
+
+def effective_note(board: Board, metric: str, kinds: Sequence[str], min_n: int = DEFAULT_MIN_N) -> list[str]:
+    """The sentence under the table saying what the effective-length columns mean."""
+    if not kinds:
+        return []
+    parts = []
+    if "absolute" in kinds:
+        rules = sorted(_rules(board, metric, "absolute"))
+        thr = rules[0].lstrip(">=") if len(rules) == 1 else "the threshold in the cell"
+        ruler = " (RULER's 85.6%)" if thr == "0.856" else " (RULER uses 0.856)"
+        parts.append(
+            f"**eff. length**: the longest length up to which `{metric}` stays at or above {thr}{ruler} at every "
+            "evaluated length"
+        )
+    if "relative" in kinds:
+        rules = sorted(_rules(board, metric, "relative"))
+        share = rules[0].lstrip(">=") if len(rules) == 1 else "the share in the cell"
+        nolima = " (as NoLiMa)" if share == "85%" else " (NoLiMa uses 85%)"
+        parts.append(
+            f"**rel. eff. length**: the same with {share}{nolima} of the model's own score at its shortest evaluated "
+            "length as the threshold"
+        )
+    return [
+        "",
+        "; ".join(parts) + ". [lo, hi]: 95% bootstrap interval (samples resampled within each length); `<N`: "
+        "below the threshold already at the shortest length N; (window): it held at every length the model could "
+        f"read, and longer lengths were over its context window; low n (lengths): not shown, those lengths have "
+        f"fewer than {min_n} samples.",
+    ]
+
+
+def slice_sections(board: Board, metric: str, min_n: int = DEFAULT_MIN_N) -> list[str]:
+    """Per slice key: `metric` per value of the key, all lengths pooled, one row per model; a value from fewer
+    than `min_n` samples is marked '(low n)'."""
+    keys = list(dict.fromkeys(k for _, r in board for row in r.slices if row.slice for k in row.slice))
+    lines: list[str] = []
+    for key in keys:
+        cells: dict[tuple[str, ValueKey], str] = {}
+        shown: dict[ValueKey, SliceValue] = {}
+        for name, result in board:
+            for row in result.slices:
+                if row.metric == metric and row.length is None and row.slice and key in row.slice:
+                    vkey = value_key(row.slice[key])
+                    if vkey is None:
+                        continue
+                    shown.setdefault(vkey, row.slice[key])
+                    cells[(name, vkey)] = format_cell(row) + (" (low n)" if row.n < min_n else "")
+        if not shown:
+            continue
+        order = sorted(shown)
+        head = ["model", *(md_escape(value_text(shown[v])) for v in order)]
+        lines += [
+            "",
+            f"By `{md_escape(key)}` (`{md_escape(metric)}`, all lengths pooled):",
+            "",
+            "| " + " | ".join(head) + " |",
+            "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|",
+        ]
+        for name, _ in board:
+            row_cells = [cells.get((name, v), DASH) for v in order]
+            lines.append("| " + " | ".join([f"**{md_escape(name)}**", *row_cells]) + " |")
+    return lines
+
+
+def contrast_cell(c: ContrastResult, min_n: int = DEFAULT_MIN_N) -> str:
+    """'0.31 [0.12, 0.50]', or 'low n (3 vs 3)' when either side has fewer than `min_n` samples."""
+    if min(c.n_a, c.n_b) < min_n:
+        return f"low n ({c.n_a} vs {c.n_b})"
+    return format_difference(c)
+
+
+def contrast_section(board: Board, min_n: int = DEFAULT_MIN_N) -> list[str]:
+    """Every contrast: the difference per length and pooled, with interval; the pooled cell adds both sides.
+
+    A side with fewer than `min_n` samples keeps the difference off the page ('low n (3 vs 3)')."""
+    found = [(name, c) for name, r in board for c in r.contrasts]
+    if not found:
+        return []
+    names = list(dict.fromkeys(c.name for _, c in found))
+    lengths = sorted({c.length for _, c in found if c.length is not None})
+    defined = {
+        c.name: f"`{c.metric}` at {c.key}={value_text(c.a)} minus at {c.key}={value_text(c.b)}" for _, c in found
+    }
+    lines = [
+        "",
+        "Contrasts (" + "; ".join(f"`{md_escape(n)}`: {md_escape(defined[n])}" for n in names) + "; 95% interval "
+        f"from resampling each side on its own; low n (a vs b): a side has fewer than {min_n} samples, no "
+        "difference shown):",
+        "",
+    ]
+    head = ["model", "contrast", *(length_label(n) for n in lengths), "all"]
+    lines += ["| " + " | ".join(head) + " |", "|" + "|".join(["---", "---"] + ["---:"] * (len(head) - 2)) + "|"]
+    for model, _ in board:
+        for cname in names:
+            mine = {c.length: c for m, c in found if m == model and c.name == cname}
+            if not mine:
+                continue
+            cells = [contrast_cell(mine[n], min_n) if n in mine else DASH for n in lengths]
+            pooled = mine.get(None)
+            cells.append(
+                DASH
+                if pooled is None
+                else contrast_cell(pooled, min_n)
+                if min(pooled.n_a, pooled.n_b) < min_n
+                else f"{format_difference(pooled)} ({pooled.value_a:.2f} n={pooled.n_a} vs {pooled.value_b:.2f} "
+                f"n={pooled.n_b})"
+            )
+            lines.append("| " + " | ".join([f"**{md_escape(model)}**", md_escape(cname), *cells]) + " |")
+    return lines

@@ -1,0 +1,116 @@
+"""LEADERBOARD.md's serving tables of a task: what served models report (run.json `serving` and `composite`).
+
+Per served model: requests (ok, failed, retries), first-token (TTFT) and end-to-end latency P50/P95, aggregate
+output tokens/s and the per-request P50 (scoring/latency.py), and the composite score with each component, its
+raw input and the weights (scoring/composite.py), so nobody has to trust the weights.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from longctx_eval.results import LatencyStats, TaskResult
+from longctx_eval.scoring.labels import DASH, md_escape
+
+Board = Sequence[tuple[str, TaskResult]]
+"""A task's rows in table order: (model name, its result)."""
+
+SERVING_NOTE = (
+    "Served models (`serving` in the run file, recomputed from each prediction's timings at scoring): requests "
+    "ok / failed (failed: after every retry; not scored, a rerun retries them) and retries; **TTFT**: time to "
+    "first token; **end to end**: time to the last token; P50 / P95 over the successful requests, seconds; "
+    "**output tok/s**: output tokens over the time at least one request was in flight (aggregate), and the "
+    "median request's own output tokens / end-to-end time:"
+)
+COMPOSITE_NOTE = (
+    "Composite score of served models (`composite`): sum(weight x component) / sum(weights); components in [0, 1]: "
+    "throughput = output tok/s / 1000, latency = 1 - P95 / 0.2 s (of the latency named), recall = the task's "
+    "pooled primary metric, fidelity = mean MiniLM cosine of answer and reference over n answers (each clipped "
+    "to [0, 1]); raw inputs in parentheses:"
+)
+
+
+def _p50_p95(stats: LatencyStats | None) -> str:
+    return DASH if stats is None else f"{stats.p50:.3g} / {stats.p95:.3g}"
+
+
+def _number(value: float | None) -> str:
+    return DASH if value is None else f"{value:,.1f}"
+
+
+def serving_rows(board: Board) -> list[list[str]]:
+    """Per served model: name, requests, ok / failed, retries, TTFT and end-to-end P50 / P95, output tok/s."""
+    rows = []
+    for name, result in board:
+        s = result.serving
+        if s is None:
+            continue
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(s.failure_kinds.items()))
+        per_request = s.output_tokens_per_s.p50 if s.output_tokens_per_s is not None else None
+        rows.append(
+            [
+                name,
+                str(s.requests),
+                f"{s.ok} / {s.failed}" + (f" ({kinds})" if kinds else ""),
+                str(s.retries),
+                _p50_p95(s.ttft_s),
+                _p50_p95(s.e2e_s),
+                _number(s.throughput.output_tokens_per_s),
+                _number(per_request),
+            ]
+        )
+    return rows
+
+
+def composite_rows(board: Board) -> list[list[str]]:
+    """Per model with a composite: name, value, each component with its raw input, and the weights."""
+    rows = []
+    for name, result in board:
+        c = result.composite
+        if c is None:
+            continue
+        w = c.weights
+        rows.append(
+            [
+                name,
+                f"{c.value:.3f}",
+                f"{c.throughput:.3f} ({c.output_tokens_per_s:,.1f} tok/s)",
+                f"{c.latency:.3f} ({c.latency_metric} P95 {c.latency_p95_s:.3g} s)",
+                f"{c.recall:.3f} ({c.recall_metric})",
+                f"{c.fidelity:.3f} (n={c.fidelity_n})",
+                f"{w.throughput:g} / {w.latency:g} / {w.recall:g} / {w.fidelity:g}",
+            ]
+        )
+    return rows
+
+
+SERVING_HEAD = [
+    "model",
+    "requests",
+    "ok / failed",
+    "retries",
+    "TTFT P50 / P95 (s)",
+    "end to end P50 / P95 (s)",
+    "output tok/s (aggregate)",
+    "output tok/s (request P50)",
+]
+COMPOSITE_HEAD = ["model", "composite", "throughput", "latency", "recall", "fidelity", "weights (t / l / r / f)"]
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
+    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
+    for row in rows:
+        lines.append("| " + " | ".join([f"**{md_escape(row[0])}**", *(md_escape(c) for c in row[1:])]) + " |")
+    return lines
+
+
+def serving_sections(board: Board) -> list[str]:
+    """The task's serving table and composite table (Markdown), nothing when no model of it was served."""
+    lines: list[str] = []
+    served = serving_rows(board)
+    if served:
+        lines += ["", SERVING_NOTE, "", *_table(SERVING_HEAD, served)]
+    composite = composite_rows(board)
+    if composite:
+        lines += ["", COMPOSITE_NOTE, "", *_table(COMPOSITE_HEAD, composite)]
+    return lines

@@ -1,0 +1,104 @@
+"""Is a task's leader significantly ahead of its runner-up? One paired test per task board, on shared samples.
+
+The leader and runner-up are the board's first two ranked models. Their per-sample scores (from input run
+folders: `scores/`, `samples/`) are joined by id and design (`paired_scores.join`: another context, question or
+gold under one id is refused), kept to the lengths the board ranks on when it names them, and tested with
+`scoring/paired_tests.py` (McNemar's exact test for 0/1 scores, else the sign-flip permutation test): ahead when
+the leader's mean is higher on those pairs and p < 0.05. One test per task, not corrected across tasks (use
+`longctx-eval compare` for Holm across cells). Boards built from run copies alone have no per-sample scores:
+then the line says the question is not testable, never guesses.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from longctx_eval.results import RunResult
+from longctx_eval.scoring.labels import length_label
+from longctx_eval.scoring.labels import md_escape as _escape
+from longctx_eval.scoring.paired_scores import PairKey, SampleScore, join, paired_differences
+from longctx_eval.scoring.paired_tests import MCNEMAR
+
+ALPHA = 0.05
+Samples = Mapping[str, Mapping[str, Mapping[PairKey, SampleScore]]]
+"""Per model name and board: that model's per-sample scores (as `leaderboard._samples_of` gathers them)."""
+
+
+@dataclass(frozen=True)
+class LeaderTest:
+    """The leader vs runner-up test of one board, or why it could not run (`untestable`)."""
+
+    leader: str
+    runner_up: str
+    untestable: str = ""
+    n: int = 0
+    difference: float = 0.0
+    ci95: tuple[float, float] = (0.0, 0.0)
+    test: str = ""
+    p_value: float = 1.0
+    lengths: tuple[int, ...] = ()
+    refused: int = 0
+
+    @property
+    def ahead(self) -> bool:
+        """Significantly ahead: higher on the shared samples and p < ALPHA."""
+        return not self.untestable and self.difference > 0 and self.p_value < ALPHA
+
+    def sentence(self) -> str:
+        """One plain-text sentence saying what was tested and the verdict."""
+        head = f"Is {self.leader} significantly ahead of the runner-up {self.runner_up}?"
+        if self.untestable:
+            return f"{head} Not testable: {self.untestable}."
+        verdict = "yes" if self.ahead else "no"
+        test = "McNemar's exact test" if self.test == MCNEMAR else "sign-flip permutation test"
+        where = ", ".join(length_label(n) for n in self.lengths)
+        refused = f"; {self.refused} pair(s) of another design refused" if self.refused else ""
+        return (
+            f"{head} {verdict.capitalize()}: {self.difference:+.3f} [{self.ci95[0]:+.3f}, {self.ci95[1]:+.3f}] on "
+            f"{self.n} shared samples ({where}{refused}), {test} p = {_p(self.p_value)} "
+            f"(significant: p < {ALPHA}, one paired test for this task alone)."
+        )
+
+
+def leader_test(
+    board: str, ranked: Sequence[RunResult], metric: str, samples: Samples | None, lengths: Sequence[int] = ()
+) -> LeaderTest | None:
+    """The test of `ranked[0]` against `ranked[1]` on `board` (None with fewer than two ranked models), on the
+    pairs at `lengths` (the board's ranking lengths; empty = every shared length)."""
+    if len(ranked) < 2:
+        return None
+    a, b = ranked[0].model.name, ranked[1].model.name
+    sa, sb = (samples or {}).get(a, {}).get(board), (samples or {}).get(b, {}).get(board)
+    if not sa or not sb:
+        lacking = " and ".join(n for n, s in ((a, sa), (b, sb)) if not s)
+        return LeaderTest(a, b, untestable=f"no per-sample scores for {lacking} (this board was read from run copies)")
+    joined = join(sa, sb, metric)
+    keys = [k for k in joined.pairs if not lengths or sa[k].length in lengths]
+    if not keys:
+        why = f"{joined.n_refused} refused as another design" if joined.n_refused else "none in common"
+        return LeaderTest(a, b, untestable=f"no shared samples at the ranking lengths ({why})")
+    pooled = paired_differences(sa, sb, metric, pairs=keys)[-1]
+    return LeaderTest(
+        leader=a,
+        runner_up=b,
+        n=pooled.n,
+        difference=pooled.difference,
+        ci95=pooled.ci95,
+        test=pooled.test,
+        p_value=pooled.p_value,
+        lengths=tuple(sorted({sa[k].length for k in keys if sa[k].length is not None})),
+        refused=joined.n_refused,
+    )
+
+
+def leader_lines(
+    board: str, ranked: Sequence[RunResult], metric: str, samples: Samples | None, lengths: Sequence[int] = ()
+) -> list[str]:
+    """Markdown lines for LEADERBOARD.md: a blank line and the sentence (nothing with fewer than two models)."""
+    found = leader_test(board, ranked, metric, samples, lengths)
+    return [] if found is None else ["", _escape(found.sentence())]
+
+
+def _p(p: float) -> str:
+    return f"{p:.1e}" if p < 1e-3 else f"{p:.3f}"

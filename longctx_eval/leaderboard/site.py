@@ -1,0 +1,676 @@
+"""`leaderboard --site DIR`: the merged board as a static website (plain HTML, one CSS and one script file).
+
+Pages are flat in DIR (index.html, task-*.html, model-*.html) beside plots/ and runs/, and link each other
+with relative links only, so a file:// copy and any static host show the same site; nothing is fetched from
+the network. Cells, sort order and notes come from the Markdown renderer's data model
+(`leaderboard_render`); this module only lays them out as HTML and escapes every text it shows.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from html import escape
+from pathlib import Path
+
+from longctx_eval.atomic_io import atomic_write_bytes, atomic_write_text
+from longctx_eval.leaderboard.breakdowns import DEFAULT_MIN_N, contrast_section, effective_note, slice_sections
+from longctx_eval.leaderboard.details import detail_section
+from longctx_eval.leaderboard.grid import cell, primary_metric, ranking, ranking_rule, task_names, task_of
+from longctx_eval.leaderboard.markdown import (
+    MERGE_RULE,
+    BoardRow,
+    board_of,
+    board_view,
+    cell_legend,
+    context_window_text,
+    failed_cell,
+    format_params,
+    format_state,
+)
+from longctx_eval.leaderboard.merge import MergeNote
+from longctx_eval.leaderboard.noise import FLOOR_LEGEND
+from longctx_eval.leaderboard.serving import serving_sections
+from longctx_eval.leaderboard.significance import leader_test
+from longctx_eval.results import Coverage, LatencyStats, RunResult, TaskResult, strata_coverage, task_failed
+from longctx_eval.scoring.comparison import holm_rows, is_significant, p_text
+from longctx_eval.scoring.labels import DASH, length_label
+from longctx_eval.scoring.paired_scores import PairedDifference, PairKey, SampleScore, paired_differences
+
+ASSETS = ("site.css", "site.js")
+"""The site's static files, shipped beside this module as site.css / site.js."""
+INDEX = "index.html"
+
+
+@dataclass(frozen=True)
+class SiteInput:
+    """What the site shows: merged entries, when, the plots (task -> PNG paths), run copies (model -> path)."""
+
+    entries: Sequence[RunResult]
+    updated: str
+    plots: Mapping[str, Sequence[Path]]
+    run_files: Mapping[str, Path]
+    notes: Sequence[MergeNote] = ()
+    unread: Sequence[tuple[str, str]] = ()
+    samples: Mapping[str, Mapping[str, Mapping[PairKey, SampleScore]]] = field(default_factory=dict)
+    """Per model name and board: its per-sample scores (from run folders' scores/), for the comparison pages."""
+    min_n: int = DEFAULT_MIN_N
+    """Cells with fewer samples are marked low n and never ranked or sorted on."""
+
+
+def write_site(site: SiteInput, out: Path) -> list[Path]:
+    """Write the static site into `out` (created); returns the files written. Stale pages and plots go."""
+    out = Path(out)
+    tasks = task_names(site.entries)
+    task_pages = unique_pages("task", tasks)
+    model_pages = unique_pages("model", [e.model.name for e in site.entries])
+    written: list[Path] = []
+    for asset in ASSETS:
+        source = Path(__file__).with_name("site." + asset.rsplit(".", 1)[1])
+        written.append(_write(out / asset, source.read_bytes()))
+    plot_links: dict[str, list[str]] = {}
+    for task, paths in site.plots.items():
+        for path in paths:
+            written.append(_write(out / "plots" / path.name, path.read_bytes()))
+            plot_links.setdefault(task, []).append(f"plots/{path.name}")
+    run_links = {}
+    for name, path in site.run_files.items():
+        written.append(_write(out / "runs" / path.name, path.read_bytes()))
+        run_links[name] = f"runs/{path.name}"
+    pairs = comparisons(site)
+    compare_pages = {
+        (a, b): f"compare-{model_pages[a].removeprefix('model-').removesuffix('.html')}--"
+        f"{model_pages[b].removeprefix('model-')}"
+        for a, b in pairs
+    }
+    links = Links(task_pages, model_pages, plot_links, run_links, compare_pages)
+    for (a, b), boards in pairs.items():
+        written.append(_text(out / compare_pages[(a, b)], compare_page(a, b, boards, links)))
+    written.append(_text(out / INDEX, index_page(site, links)))
+    for task in tasks:
+        notes = [n for n in site.notes if n.task is not None and board_of(n, tasks) == task]
+        written.append(_text(out / task_pages[task], task_page(task, site, links, notes)))
+    for entry in site.entries:
+        written.append(_text(out / model_pages[entry.model.name], model_page(entry, site, links)))
+    _remove_stale(out, set(written))
+    return written
+
+
+@dataclass(frozen=True)
+class Links:
+    """Relative file names of every page, plot and run copy, keyed by what they show."""
+
+    tasks: Mapping[str, str]
+    models: Mapping[str, str]
+    plots: Mapping[str, Sequence[str]]
+    runs: Mapping[str, str]
+    compare: Mapping[tuple[str, str], str] = field(default_factory=dict)
+
+
+def unique_pages(prefix: str, names: Sequence[str]) -> dict[str, str]:
+    """'prefix-<slug>.html' per name; names whose slugs collide get '-2', '-3' ... in sorted-name order."""
+    pages: dict[str, str] = {}
+    used: set[str] = set()
+    for name in sorted(set(names)):
+        slug = re.sub(r"[^A-Za-z0-9._-]+", "-", name).strip("-.").lower() or "unnamed"
+        candidate, i = slug, 2
+        while candidate in used:
+            candidate, i = f"{slug}-{i}", i + 1
+        used.add(candidate)
+        pages[name] = f"{prefix}-{candidate}.html"
+    return pages
+
+
+def inline(text: str) -> str:
+    """Escape `text` for HTML, then render its Markdown `code` and **bold** spans (the renderer's texts)."""
+    html = escape(text, quote=True)
+    html = re.sub(r"`([^`]+)`", r"<code>\1</code>", html)
+    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", html)
+
+
+def page(title: str, body: str) -> str:
+    """A whole HTML page: the shared stylesheet and script, the site's navigation, `body` as its main part."""
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
+        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+        f"<title>{escape(title)}</title>\n"
+        '<link rel="icon" href="data:,">\n<link rel="stylesheet" href="site.css">\n</head>\n<body>\n'
+        f'<header><nav><a href="{INDEX}">longctx-eval leaderboard</a></nav></header>\n'
+        f"<main>\n{body}\n</main>\n"
+        "<footer>Generated by <code>longctx-eval leaderboard --site</code>; static files, no server.</footer>\n"
+        '<script src="site.js"></script>\n</body>\n</html>\n'
+    )
+
+
+def index_page(site: SiteInput, links: Links) -> str:
+    """index.html: the legend, one row per task (linking its page), the models, what was not shown or read."""
+    tasks = task_names(site.entries)
+    parts = [
+        "<h1>longctx-eval leaderboard</h1>",
+        f"<p>Updated {escape(site.updated)} · {len(site.entries)} model(s) · {len(tasks)} task(s).</p>",
+        f'<p class="legend">{inline(cell_legend(site.min_n))}</p>',
+        f'<p class="legend">{inline(FLOOR_LEGEND)}</p>',
+        f'<p class="legend">{inline(MERGE_RULE)}</p>',
+        "<h2>Tasks</h2>",
+    ]
+    rows = []
+    for task in tasks:
+        metric = primary_metric(task, site.entries)
+        models = ranking(task, site.entries, metric, site.min_n).ranked if metric else []
+        best = models[0].model.name if models else DASH
+        ran = sum(task_of(e, task) is not None for e in site.entries)
+        rows.append(
+            [
+                (f'<a href="{links.tasks[task]}">{escape(task)}</a>', task),
+                (f"<code>{escape(metric)}</code>" if metric else "every request failed", metric or ""),
+                (str(ran), ran),
+                (_model_link(best, links) if models else DASH, best),
+            ]
+        )
+    parts.append(_table(["task", "primary metric", "models", "ranked first (none: no ranking)"], rows, "tasks"))
+    parts += ["<h2>Models</h2>", _models_table(site.entries, links)]
+    parts += _comparison_list(links, None)
+    unplaced = [n for n in site.notes if n.task is None or board_of(n, tasks) is None]
+    if unplaced:
+        parts.append("<h2>Not shown</h2>")
+        parts.append(
+            _table(
+                ["model", "task", "run", "why"],
+                [[_txt(n.model), _txt(n.task or DASH), _txt(n.run), _txt(n.reason)] for n in unplaced],
+                "notes",
+            )
+        )
+    if site.unread:
+        parts.append("<h2>Not read</h2>")
+        parts.append(_table(["input", "why"], [[_txt(p), _txt(w)] for p, w in site.unread], "unread"))
+    parts += ["<h2>Skipped</h2>", _skipped_table(site.entries, links)]
+    return page("longctx-eval leaderboard", "\n".join(parts))
+
+
+def task_page(task: str, site: SiteInput, links: Links, notes: Sequence[MergeNote]) -> str:
+    """task-*.html: the sortable model x length table, failures, breakdowns, warnings, notes and plots."""
+    entries = site.entries
+    metric = primary_metric(task, entries)
+    parts = [f"<h1>{escape(task)}</h1>"]
+    if metric is None:
+        failed = [(e.model.name, t) for e in entries if (t := task_of(e, task)) is not None and task_failed(t)]
+        parts.append("<p>Every request failed; nothing was scored.</p>" if failed else "<p>No results reported.</p>")
+        rows = [[(_model_link(m, links), m), _txt(failed_cell(t))] for m, t in sorted(failed)]
+        parts.append(_table(["model", "state"], rows, "board"))
+        parts += _failures(failed)
+    else:
+        parts += _board_parts(task, entries, metric, links, site.min_n)
+        rk = ranking(task, entries, metric, site.min_n)
+        lead = leader_test(task, rk.ranked, metric, site.samples, [] if rk.pooled else rk.lengths)
+        parts += [f'<p class="leader">{escape(lead.sentence())}</p>'] if lead is not None else []
+    parts += _warnings(task, entries)
+    if notes:
+        title = {"not_shown": "Not shown", "replaced": "Replaced", "other_model": "Not shown"}
+        items = "".join(
+            f"<li>{title[n.kind]}: {escape(n.model)} {escape(n.run)}: {escape(n.reason)}.</li>" for n in notes
+        )
+        parts.append(f'<ul class="notes">{items}</ul>')
+    for src in links.plots.get(task, []):
+        kind = _plot_kind(src)
+        parts.append(
+            f'<figure><img src="{escape(src)}" alt="{escape(task)} {escape(kind)}">'
+            f"<figcaption>{escape(kind)}</figcaption></figure>"
+        )
+    return page(f"{task} · longctx-eval", "\n".join(parts))
+
+
+def _board_parts(task: str, entries: Sequence[RunResult], metric: str, links: Links, min_n: int) -> list[str]:
+    view = board_view(task, entries, metric, min_n)
+    head = view.head
+
+    def rows(board_rows: Sequence[BoardRow]) -> list[list[Cell]]:
+        out: list[list[Cell]] = []
+        for r in board_rows:
+            first: Cell = (f"<em>{escape(r.name)}</em>", None) if r.foot else (_model_link(r.name, links), r.name)
+            out.append([first, *((escape(c.text), c.key, c.mark) for c in r.cells)])
+        return out
+
+    parts = [
+        f"<p>Primary metric: <code>{escape(metric)}</code>{escape(view.version_text)}. "
+        f"{inline(ranking_rule(task, entries, metric, min_n))} Click a column title to sort by it (again to "
+        "reverse); low-n cells are never sorted on.</p>",
+    ]
+    if view.ranked:
+        parts.append(_table(head, rows(view.ranked), "board", rows(view.foot)))
+    if view.unranked:
+        why = "; ".join(f"<strong>{escape(r.name)}</strong>: {escape(r.why)}" for r in view.unranked)
+        parts.append(f"<p>Not ranked (listed, not compared): {why}.</p>")
+        foot = [] if view.ranked else rows(view.foot)
+        parts.append(_table(head, rows(view.unranked), "board unranked" if view.ranked else "board", foot))
+    board = [(r.name, r.result) for r in [*view.ranked, *view.unranked] if r.result is not None]
+    counts = [
+        f"{escape(n)} {t.over_length} over-length, {t.errors} failed of {t.n_samples}"
+        for n, t in board
+        if t.over_length or t.errors
+    ]
+    if counts:
+        parts.append("<p>Over-length and failed samples: " + "; ".join(counts) + ".</p>")
+    parts += _failures(board)
+    blocks = effective_note(board, metric, view.kinds, min_n) + slice_sections(board, metric, min_n)
+    blocks += contrast_section(board, min_n) + serving_sections(board) + detail_section(board)
+    parts += _markdown_blocks(blocks)
+    return parts
+
+
+def model_page(entry: RunResult, site: SiteInput, links: Links) -> str:
+    """model-*.html: spec, identity and hashes, settings, environment, per task coverage, serving and skips."""
+    m = entry.model
+    parts = [f"<h1>{escape(m.name)}</h1>"]
+    facts = [
+        ("spec", m.spec),
+        ("kind", m.kind),
+        ("revision", m.revision),
+        ("params", format_params(m.params) if m.params is not None else None),
+        ("dtype", m.dtype),
+        ("tokenizer", m.tokenizer),
+        ("context window", context_window_text(m)),
+        ("capabilities", ", ".join(m.capabilities)),
+        ("identity sha256", m.identity_sha256),
+        ("weights sha256", m.sha256),
+        ("tokenizer sha256", m.tokenizer_sha256),
+        ("chat template sha256", m.chat_template_sha256),
+        ("suite", entry.suite.version + (f" @ {entry.suite.git}" if entry.suite.git else "")),
+        ("run started", entry.started),
+        ("run config hash", entry.config_hash),
+        ("python", entry.environment.python),
+        ("torch", entry.environment.torch),
+        ("transformers", entry.environment.transformers),
+        ("platform", entry.environment.platform),
+    ]
+    rows = "".join(f'<tr><th scope="row">{escape(k)}</th><td>{escape(v)}</td></tr>' for k, v in facts if v)
+    parts.append(f'<table class="facts">{rows}</table>')
+    if entry.model.name in links.runs:
+        parts.append(f'<p>Run file: <a href="{escape(links.runs[entry.model.name])}">json</a>.</p>')
+    parts += ["<h2>Settings</h2>", f"<pre>{escape(json.dumps(m.settings, indent=2, sort_keys=True))}</pre>"]
+    tasks = sorted(entry.tasks, key=lambda t: (t.name, t.capability))
+    parts += ["<h2>Coverage</h2>", _coverage_table(tasks, entry, site, links), "<h2>Tasks</h2>"]
+    for result in tasks:
+        parts += _task_details(result, entry, site, links)
+    parts += ["<h2>Skipped</h2>", _skipped_table([entry], links)]
+    parts += _comparison_list(links, m.name)
+    return page(f"{m.name} · longctx-eval", "\n".join(parts))
+
+
+Comparison = dict[str, tuple[str, list[PairedDifference]]]
+"""Per board: the primary score field compared and its paired differences (per length, then pooled)."""
+
+
+def comparisons(site: SiteInput) -> dict[tuple[str, str], Comparison]:
+    """Every pair of models (names sorted) with samples in common on some board, and their differences."""
+    names = sorted(name for name in site.samples if site.samples[name])
+    out: dict[tuple[str, str], Comparison] = {}
+    for i, a in enumerate(names):
+        for b in names[i + 1 :]:
+            found: Comparison = {}
+            for board in task_names(site.entries):
+                sa, sb = site.samples[a].get(board), site.samples[b].get(board)
+                metric = primary_metric(board, site.entries)
+                if sa and sb and metric:
+                    diffs = paired_differences(sa, sb, metric)
+                    if diffs:
+                        found[board] = (metric, diffs)
+            if found:
+                out[(a, b)] = found
+    return out
+
+
+def compare_page(a: str, b: str, boards: Comparison, links: Links) -> str:
+    """compare-*.html: per task, A - B of the primary score on the samples both scored, per length and pooled."""
+    parts = [
+        f"<h1>{_model_link(a, links)} vs {_model_link(b, links)}</h1>",
+        f"<p>Paired differences ({escape(a)} minus {escape(b)}) of each task's primary score, over the samples "
+        "both models scored with the same context (same sample id and the same haystack: a sample built in "
+        "another tokenizer is never paired). Interval: 95% percentile bootstrap over the pairs (2000 resamples, "
+        "seeded). p: the paired test's two-sided p-value (McNemar's exact test for 0/1 scores, a sign-flip "
+        "permutation test otherwise); Holm p: adjusted by Holm's correction across every cell of this page "
+        "(a one-length task's pooled row repeats its cell); <strong>significant</strong> when Holm p &lt; 0.05, "
+        "as `longctx-eval compare` decides. Better: samples where one scored higher.</p>",
+    ]
+    head = ["length", "pairs", f"{a}", f"{b}", "difference", "significant", f"{a} better", f"{b} better"]
+    head += ["test", "p", "Holm p"]
+    adjusted = dict(zip(boards, holm_rows([diffs for _, diffs in boards.values()]), strict=True))
+    for board, (metric, diffs) in boards.items():
+        link = f'<a href="{links.tasks[board]}">{escape(board)}</a>' if board in links.tasks else escape(board)
+        parts.append(f"<h2>{link}</h2><p>Score: <code>{escape(metric)}</code>.</p>")
+        rows = [
+            [
+                (escape(length_label(d.length)), d.length if d.length is not None else float("inf")),
+                (str(d.n), d.n),
+                (f"{d.mean_a:.3f}", d.mean_a),
+                (f"{d.mean_b:.3f}", d.mean_b),
+                (f"{d.difference:+.3f} [{d.ci95[0]:+.3f}, {d.ci95[1]:+.3f}]", d.difference),
+                ("yes" if is_significant(holm_p) else "no", int(is_significant(holm_p))),
+                (str(d.a_better), d.a_better),
+                (str(d.b_better), d.b_better),
+                (escape(d.test), d.test),
+                (p_text(d.p_value), d.p_value),
+                (p_text(holm_p), holm_p),
+            ]
+            for d, holm_p in zip(diffs, adjusted[board], strict=True)
+        ]
+        parts.append(_table(head, rows, "compare"))
+    return page(f"{a} vs {b} · longctx-eval", "\n".join(parts))
+
+
+def _comparison_list(links: Links, model: str | None) -> list[str]:
+    pairs = [(pair, name) for pair, name in links.compare.items() if model is None or model in pair]
+    if not pairs:
+        return []
+    items = "".join(f'<li><a href="{name}">{escape(a)} vs {escape(b)}</a></li>' for (a, b), name in sorted(pairs))
+    return ["<h2>Comparisons</h2>", "<p>Paired differences on the samples both models scored.</p>", f"<ul>{items}</ul>"]
+
+
+def _board_name(result: TaskResult, entry: RunResult, site: SiteInput) -> str:
+    return next((b for b in task_names(site.entries) if task_of(entry, b) is result), result.name)
+
+
+def _task_link(board: str, links: Links) -> str:
+    return f'<a href="{links.tasks[board]}">{escape(board)}</a>' if board in links.tasks else escape(board)
+
+
+def _coverage_table(tasks: Sequence[TaskResult], entry: RunResult, site: SiteInput, links: Links) -> str:
+    """One row per task: planned, evaluated, over-window and failed samples, and the pooled primary metric."""
+    rows = []
+    for result in tasks:
+        board = _board_name(result, entry, site)
+        metric = primary_metric(board, site.entries)
+        strata = strata_coverage(result.coverage)
+
+        def unrun(planned: int, strata: Sequence[Coverage] = strata) -> bool:
+            return sum(c.evaluated + c.over_length + c.failed for c in strata) < planned
+
+        planned = sum(c.planned for c in strata) if strata else None
+        evaluated = sum(c.evaluated for c in strata) if strata else result.n_samples - result.over_length
+        pooled = cell(result, metric, None, None) if metric else None
+        if task_failed(result):
+            text, key, mark = failed_cell(result), None, "failed"
+        elif pooled is not None:
+            value = pooled.row.value if pooled.state == "value" and pooled.row is not None else None
+            text, key, mark = format_state(pooled), value, "partial" if pooled.partial else ""
+        else:
+            text, key, mark = DASH, None, ""
+        rows.append(
+            [
+                (_task_link(board, links), board),
+                (escape(", ".join(length_label(n) for n in result.lengths or [])), min(result.lengths or [0])),
+                (DASH if planned is None else str(planned), planned),
+                (str(evaluated), evaluated, "partial" if planned is not None and unrun(planned) else ""),
+                (str(result.over_length), result.over_length),
+                (str(result.errors), result.errors, "failed" if result.errors else ""),
+                (escape((f"{metric}: " if metric else "") + text), key, mark),
+            ]
+        )
+    head = ["task", "lengths", "planned", "evaluated", "over window", "failed", "primary metric, all lengths"]
+    return _table(head, rows, "coverage")
+
+
+def _task_details(result: TaskResult, entry: RunResult, site: SiteInput, links: Links) -> list[str]:
+    board = _board_name(result, entry, site)
+    state = " (failed: every request failed)" if task_failed(result) else ""
+    parts = [f"<h3>{_task_link(board, links)}{escape(state)}</h3>"]
+    facts = [
+        ("version", result.version),
+        ("capability", result.capability),
+        ("samples", f"{result.n_samples} ({result.over_length} over-length, {result.errors} failed)"),
+        ("lengths", ", ".join(length_label(n) for n in result.lengths or [])),
+        ("limit", str(result.limit) if result.limit is not None else None),
+        ("seed", str(result.seed) if result.seed is not None else None),
+        ("args", json.dumps(result.args, sort_keys=True) if result.args else None),
+        ("started", result.started),
+        ("dataset sha256", result.dataset_hash),
+        ("config hash", result.config_hash),
+        ("scorer sha256", result.scorer_sha256),
+        (
+            "throughput",
+            f"{result.throughput.samples_per_s:.3g} samples/s, {result.throughput.prompt_tokens_per_s:,.0f} prompt "
+            f"tokens/s over {result.throughput.seconds:.1f} s",
+        ),
+    ]
+    rows = "".join(f'<tr><th scope="row">{escape(k)}</th><td>{escape(v)}</td></tr>' for k, v in facts if v)
+    parts.append(f'<table class="facts">{rows}</table>')
+    if result.coverage:
+        cov = [
+            [
+                (length_label(c.length), c.length),
+                (DASH if c.depth is None else f"{c.depth:g}", c.depth),
+                (str(c.planned), c.planned),
+                (
+                    str(c.evaluated),
+                    c.evaluated,
+                    "partial" if c.evaluated + c.over_length + c.failed < c.planned else "",
+                ),
+                (str(c.over_length), c.over_length),
+                (str(c.failed), c.failed, "failed" if c.failed else ""),
+            ]
+            for c in sorted(
+                strata_coverage(result.coverage), key=lambda c: (c.length, -1.0 if c.depth is None else c.depth)
+            )
+        ]
+        table = _table(["length", "depth", "planned", "evaluated", "over window", "failed"], cov, "coverage")
+        parts.append(f"<details><summary>Coverage per stratum ({len(cov)})</summary>{table}</details>")
+    parts += _failures([(entry.model.name, result)])
+    if result.serving is not None:
+        parts += _serving(result)
+    return parts
+
+
+def _serving(result: TaskResult) -> list[str]:
+    s = result.serving
+    assert s is not None
+    head = ["latency", "n", "mean", "P50", "P95", "P99"]
+    rows = []
+    named: list[tuple[str, LatencyStats | None]] = [
+        ("first token (s)", s.ttft_s),
+        ("last token, end to end (s)", s.e2e_s),
+        ("inter-token (s)", s.itl_s),
+        ("per output token (s)", s.tpot_s),
+        ("output tokens/s per request", s.output_tokens_per_s),
+    ]
+    for label, stats in named:
+        if stats is not None:
+            rows.append(
+                [
+                    _txt(label),
+                    (str(stats.n), stats.n),
+                    *((f"{v:.4g}", v) for v in (stats.mean, stats.p50, stats.p95, stats.p99)),
+                ]
+            )
+    t = s.throughput
+    agg = ", ".join(
+        f"{label} {v:.4g}"
+        for label, v in (
+            ("requests/s", t.requests_per_s),
+            ("output tokens/s", t.output_tokens_per_s),
+            ("total tokens/s", t.total_tokens_per_s),
+        )
+        if v is not None
+    )
+    retries = ", ".join(f"{k} {v}" for k, v in sorted(s.retries_by_reason.items())) or "none"
+    kinds = ", ".join(f"{k} {v}" for k, v in sorted(s.failure_kinds.items()))
+    text = (
+        f"Serving: {s.requests} requests, {s.ok} ok, {s.failed} failed{f' ({kinds})' if kinds else ''}, "
+        f"{s.retries} retries ({retries}); "
+        f"aggregate {agg or DASH} over {s.wall_s:.2f} s; prompt lengths checked {s.length_checked}, "
+        f"{s.length_mismatches} mismatched."
+    )
+    return [f"<p>{escape(text)}</p>", _table(head, rows, "serving") if rows else ""]
+
+
+def _models_table(entries: Sequence[RunResult], links: Links) -> str:
+    rows = []
+    for e in sorted(entries, key=lambda e: e.model.name):
+        m = e.model
+        rows.append(
+            [
+                (_model_link(m.name, links), m.name),
+                (f"<code>{escape(m.spec)}</code>", m.spec),
+                _txt(m.kind),
+                (escape(format_params(m.params)), m.params),
+                _txt(m.tokenizer),
+                (escape(context_window_text(m)), m.context_window),
+                (str(len(e.tasks)), len(e.tasks)),
+                _txt(e.started),
+            ]
+        )
+    head = ["model", "spec", "kind", "params", "tokenizer", "context window", "tasks", "started"]
+    return _table(head, rows, "models")
+
+
+def _skipped_table(entries: Sequence[RunResult], links: Links) -> str:
+    rows = [
+        [(_model_link(e.model.name, links), e.model.name), _txt(s.task), _txt(s.kind or DASH), _txt(s.reason)]
+        for e in sorted(entries, key=lambda e: e.model.name)
+        for s in sorted(e.skipped, key=lambda s: s.task)
+    ]
+    if not rows:
+        return "<p>No task was skipped.</p>"
+    return _table(["model", "task", "kind", "reason"], rows, "skipped")
+
+
+def _failures(board: Sequence[tuple[str, TaskResult]]) -> list[str]:
+    items = [
+        f"<li>{escape(name)}: " + "; ".join(f"{escape(reason)} ({n})" for reason, n in t.failures.items()) + "</li>"
+        for name, t in board
+        if t.failures
+    ]
+    if not items:
+        return []
+    return ['<p>Why requests failed (not scored; a rerun retries them):</p><ul class="failures">', *items, "</ul>"]
+
+
+def _warnings(task: str, entries: Sequence[RunResult]) -> list[str]:
+    found = [
+        f"<li>{escape(e.model.name)}: {escape(w)}</li>"
+        for e in sorted(entries, key=lambda e: e.model.name)
+        if (t := task_of(e, task)) is not None
+        for w in t.warnings
+    ]
+    return ["<p>Warnings:</p>", '<ul class="warnings">', *found, "</ul>"] if found else []
+
+
+Cell = tuple[str, object] | tuple[str, object, str]
+"""A table cell: (HTML, sort key[, state mark]); a sort key None sorts last in either direction."""
+
+
+def _txt(text: str) -> tuple[str, object]:
+    return escape(text), text
+
+
+def _model_link(name: str, links: Links) -> str:
+    page_name = links.models.get(name)
+    return f'<a href="{page_name}">{escape(name)}</a>' if page_name else escape(name)
+
+
+def _sort_attr(key: object) -> str:
+    if key is None or (isinstance(key, float) and not math.isfinite(key)):
+        return ""
+    if isinstance(key, bool):
+        key = int(key)
+    if isinstance(key, (int, float)):
+        return f' data-sort="{key!r}" data-type="number"'
+    return f' data-sort="{escape(str(key), quote=True)}"'
+
+
+def _table(head: Sequence[str], rows: Sequence[Sequence[Cell]], kind: str, foot: Sequence[Sequence[Cell]] = ()) -> str:
+    """A sortable table: every column title is a button; cells carry their sort key and state mark; `foot` rows
+    (noise floor, resolvable difference) stay under the body whatever the sort."""
+    titles = "".join(f'<th scope="col"><button type="button">{escape(h)}</button></th>' for h in head)
+
+    def tr(row: Sequence[Cell]) -> str:
+        cells = []
+        for c in row:
+            html, key = c[0], c[1]
+            mark = c[2] if len(c) > 2 else ""
+            cls = f' class="{mark.replace("_", "-")}"' if mark else ""
+            cells.append(f"<td{cls}{_sort_attr(key)}>{html}</td>")
+        return "<tr>" + "".join(cells) + "</tr>"
+
+    tail = f"<tfoot>\n{chr(10).join(tr(r) for r in foot)}\n</tfoot>" if foot else ""
+    return (
+        f'<table class="sortable {kind}"><thead><tr>{titles}</tr></thead>\n<tbody>\n'
+        + "\n".join(tr(r) for r in rows)
+        + f"\n</tbody>{tail}</table>"
+    )
+
+
+_NUMBER = re.compile(r"^-?\d[\d,]*(?:\.\d+)?")
+
+
+def _markdown_blocks(lines: Sequence[str]) -> list[str]:
+    """The renderer's Markdown breakdown blocks (a sentence, then a pipe table) as HTML paragraphs and tables."""
+    parts: list[str] = []
+    table: list[list[str]] = []
+
+    def flush() -> None:
+        if table:
+            head, rows = table[0], table[2:]
+            cells = [[_md_cell(c) for c in row] for row in rows]
+            parts.append(_table([_md_plain(h) for h in head], cells, "breakdown"))
+            table.clear()
+
+    for line in lines:
+        if line.startswith("|"):
+            table.append(_split_row(line))
+            continue
+        flush()
+        if line.strip():
+            parts.append(f"<p>{inline(line)}</p>")
+    flush()
+    return parts
+
+
+def _split_row(line: str) -> list[str]:
+    cells = re.split(r"(?<!\\)\|", line.strip())[1:-1]
+    return [c.strip().replace("\\|", "|") for c in cells]
+
+
+def _md_plain(text: str) -> str:
+    return text.replace("**", "").replace("`", "")
+
+
+def _md_cell(text: str) -> tuple[str, object]:
+    plain = _md_plain(text)
+    number = _NUMBER.match(plain)
+    key: object = float(number.group().replace(",", "")) if number else (None if plain == DASH else plain)
+    return inline(text), key
+
+
+def _plot_kind(src: str) -> str:
+    name = src.rsplit("/", 1)[-1].removesuffix(".png")
+    return name.split(".", 1)[1].replace("-", " ").replace("_", " ") if "." in name else "heatmap"
+
+
+def _write(path: Path, data: bytes) -> Path:
+    if not path.is_file() or path.read_bytes() != data:
+        atomic_write_bytes(path, data)
+    return path
+
+
+def _text(path: Path, text: str) -> Path:
+    atomic_write_text(path, text)
+    return path
+
+
+def _remove_stale(out: Path, keep: set[Path]) -> None:
+    """Remove pages, plots and run copies of an earlier build of this site that the new one no longer has."""
+    stale = [
+        *out.glob("task-*.html"),
+        *out.glob("model-*.html"),
+        *out.glob("compare-*.html"),
+        *out.glob("plots/*.png"),
+        *out.glob("runs/*.json"),
+    ]
+    for path in stale:
+        if path not in keep and path.is_file() and not path.is_symlink():
+            path.unlink()
+    if (out / "plots").is_dir() and not any((out / "plots").iterdir()):
+        shutil.rmtree(out / "plots")

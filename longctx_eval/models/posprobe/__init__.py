@@ -1,0 +1,1 @@
+"""The position probe (posprobe) on the model side: exact attention rows, the reference models' encodings, support."""

@@ -1,0 +1,1 @@
+"""The retriever kinds (`retriever`, `bm25`, `hybrid`): chunk retrieval, reranking, index and embedding caches."""

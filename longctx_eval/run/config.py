@@ -1,0 +1,90 @@
+"""The configuration of a run, strict: unknown keys and bad values are errors, never defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from longctx_eval.errors import ConfigError
+from longctx_eval.run.cost import Budget
+from longctx_eval.scoring.composite import CompositeConfig
+from longctx_eval.scoring.effective_length import EffectiveLengthConfig
+from longctx_eval.task import TaskInfo
+
+
+@dataclass(frozen=True)
+class TaskPlan:
+    """One task of a run: lengths (None = the task's defaults), samples per length, and task arguments."""
+
+    info: TaskInfo
+    lengths: tuple[int, ...] | None = None
+    limit: int | None = None
+    args: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def resolved_lengths(self) -> list[int]:
+        return list(self.lengths or self.info.default_lengths)
+
+    def as_dict(self) -> dict:
+        return {"name": self.info.name, "lengths": self.resolved_lengths, "limit": self.limit, "args": dict(self.args)}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    """What every model of one invocation shares: seed, output folder, extra plugin folders, strictness."""
+
+    seed: int
+    out: Path
+    include_paths: tuple[str, ...] = ()
+    strict: bool = False
+    effective: EffectiveLengthConfig = field(default_factory=EffectiveLengthConfig)
+    """Effective-length thresholds the run's scoring uses (`--effective-threshold`, `--effective-relative`)."""
+    budget: Budget | None = None
+    """`--max-cost`: the invocation's spending limit on served models (None = no limit)."""
+    composite: CompositeConfig | None = None
+    """Served runs' composite score: weights and latency kind (`--composite-weights`, `--composite-latency`)."""
+
+
+def parse_task_args(items: Sequence[str]) -> dict[str, dict[str, str]]:
+    """`--task-arg TASK.KEY=VALUE` (repeatable) -> {task: {key: value}}; values are converted per task later."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        target, sep, value = item.partition("=")
+        task, dot, key = target.strip().partition(".")
+        if not sep or not dot or not task or not key:
+            raise ConfigError(f"--task-arg {item!r}: expected TASK.KEY=VALUE, e.g. needle.source=synthetic")
+        out.setdefault(task, {})[key] = value
+    return out
+
+
+def parse_lengths(text: str) -> tuple[int, ...] | None:
+    """'default' -> None (each task's defaults); '1024,4k,1M' -> (1024, 4096, 1048576)."""
+    text = text.strip()
+    if text in ("", "default"):
+        return None
+    out = []
+    for part in text.split(","):
+        p = part.strip().lower()
+        mult = {"k": 1024, "m": 1024 * 1024}.get(p[-1:], 1)
+        digits = p[:-1] if mult > 1 else p
+        if not digits.isdigit() or int(digits) <= 0:
+            raise ConfigError(f"--lengths: {part.strip()!r} is not a positive token count; expected e.g. 1024,4k,1M")
+        out.append(int(digits) * mult)
+    return tuple(dict.fromkeys(out))
+
+
+def parse_tasks(text: str) -> tuple[str, ...]:
+    """'default' or a comma-separated list of task names."""
+    names = tuple(t.strip() for t in text.split(",") if t.strip())
+    if not names:
+        raise ConfigError("--tasks is empty; expected 'default' or task names, e.g. needle")
+    return names
+
+
+def check_limit(limit: int | None, where: str) -> int | None:
+    """A limit is a positive number of samples per task and length."""
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+        raise ConfigError(f"{where}: limit must be a positive number of samples per length, got {limit!r}")
+    return limit

@@ -1,0 +1,72 @@
+"""Suites: which model runs which tasks at which lengths and limits, read from a strict TOML file.
+
+The default suite (`longctx_eval/suites/default.toml`) is what `make eval` runs with no MODEL and no TASKS.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+from longctx_eval.errors import ConfigError, did_you_mean
+from longctx_eval.registry import Registry
+from longctx_eval.run.config import TaskPlan, check_limit
+from longctx_eval.task import TaskInfo
+
+SUITES = Path(__file__).resolve().parents[1] / "suites"
+TASK_KEYS = frozenset({"lengths", "limit", "args"})
+
+
+def suite_path(name: str) -> Path:
+    """A suite by name (a file in longctx_eval/suites/) or by path to a .toml file."""
+    path = Path(name)
+    if path.suffix == ".toml":
+        if not path.is_file():
+            raise ConfigError(f"suite file {path} does not exist")
+        return path
+    known = sorted(p.stem for p in SUITES.glob("*.toml"))
+    if name not in known:
+        raise ConfigError(f"unknown suite {name!r}.{did_you_mean(name, known)}")
+    return SUITES / f"{name}.toml"
+
+
+def load_suite(name: str, registry: Registry[TaskInfo]) -> dict[str, list[TaskPlan]]:
+    """Model spec -> its task plans, in file order; every key is checked against what is known."""
+    path = suite_path(name)
+    try:
+        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); expected a UTF-8 TOML suite file") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    plans: dict[str, list[TaskPlan]] = {}
+    for spec, tasks in data.items():
+        if not isinstance(tasks, dict) or not tasks:
+            raise ConfigError(f"{path}: [{spec}] must be a table of tasks, e.g. needle = {{}}")
+        plans[spec] = [_plan(path, spec, task, opts, registry) for task, opts in tasks.items()]
+    if not plans:
+        raise ConfigError(f"{path}: the suite names no model")
+    return plans
+
+
+def _plan(path: Path, spec: str, task: str, opts: object, registry: Registry[TaskInfo]) -> TaskPlan:
+    where = f"{path}: [{spec}] {task}"
+    if not isinstance(opts, dict):
+        raise ConfigError(
+            f"{where}: expected a table such as {{ lengths = [1024], limit = 2, args = {{ depths = 3 }} }}"
+        )
+    unknown = set(opts) - TASK_KEYS
+    if unknown:
+        key = sorted(unknown)[0]
+        raise ConfigError(f"{where}: unknown key {key!r}.{did_you_mean(key, TASK_KEYS)}")
+    lengths = opts.get("lengths")
+    if lengths is not None and (
+        not isinstance(lengths, list) or not lengths or not all(isinstance(n, int) and n > 0 for n in lengths)
+    ):
+        raise ConfigError(f"{where}: lengths must be a non-empty list of positive token counts, got {lengths!r}")
+    info = registry.get(task)
+    args = opts.get("args", {})
+    if not isinstance(args, dict):
+        raise ConfigError(f"{where}: args must be a table of task arguments, e.g. args = {{ source = 'synthetic' }}")
+    checked = info.check_args(args, where)
+    return TaskPlan(info, tuple(lengths) if lengths else None, check_limit(opts.get("limit"), where), checked)

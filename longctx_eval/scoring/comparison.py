@@ -1,0 +1,289 @@
+"""Two run folders compared task by task (`longctx-eval compare`): paired differences, tests, Holm's correction.
+
+Per task both runs ran, on its primary metric: the samples are joined by id and design (`paired_scores.join`:
+another context or another question/gold under the same id is refused and counted), and per length and pooled
+the mean difference A - B gets a paired 95% bootstrap interval and a paired test (`scoring/paired_tests.py`).
+Holm's correction runs across every row tested (each task's lengths, and its pooled row when it pools two
+lengths or more; a one-length task's pooled row is that length's cell, not tested twice).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from longctx_eval.errors import ConfigError
+from longctx_eval.metrics.bootstrap import N_RESAMPLES
+from longctx_eval.results import RunResult, TaskResult, read_run
+from longctx_eval.run_folder.score_lines import scores_path
+from longctx_eval.scoring.labels import length_label
+from longctx_eval.scoring.paired_scores import Join, PairedDifference, join, paired_differences, sample_scores
+from longctx_eval.scoring.paired_tests import N_FLIPS, TESTS, holm
+
+ALPHA = 0.05
+"""Significant: Holm-adjusted p below this."""
+
+
+@dataclass
+class TaskComparison:
+    """One task compared: its metric, the join, the rows (per length, then pooled) and their Holm p-values."""
+
+    task: str
+    capability: str
+    metric: str
+    versions: tuple[str, str]
+    args_equal: bool
+    joined: Join
+    rows: list[PairedDifference]
+    tested: list[bool] = field(default_factory=list)
+    """Per row: whether it is in Holm's family (a one-length task's pooled row repeats its cell)."""
+    holm: list[float] = field(default_factory=list)
+
+    @staticmethod
+    def holm_cell(p: float | None, own: Sequence[float | None]) -> float:
+        """A row's Holm p; an untested (one-length pooled) row takes its only cell's."""
+        return p if p is not None else float(own[0] or 0.0)
+
+    @property
+    def test(self) -> str:
+        """The paired test used (the pooled row's: every row of a task uses the same)."""
+        return self.rows[-1].test if self.rows else ""
+
+
+@dataclass
+class RunComparison:
+    """The whole comparison: both runs, the tasks compared and those that could not be, and why."""
+
+    run_a: Path
+    run_b: Path
+    model_a: str
+    model_b: str
+    seed: int
+    tasks: list[TaskComparison]
+    skipped: list[tuple[str, str]]
+
+    @property
+    def family(self) -> int:
+        """How many tests Holm's correction covers."""
+        return sum(sum(t.tested) for t in self.tasks)
+
+
+def load_run_folder(path: Path) -> RunResult:
+    """A run folder's run.json; a ConfigError (one line, exit 2) when `path` is no run folder."""
+    if not path.is_dir():
+        raise ConfigError(f"{path}: not a run folder (expected a folder holding run.json, e.g. results/bm25)")
+    if not (path / "run.json").is_file():
+        raise ConfigError(f"{path}: not a run folder: it holds no run.json (run `longctx-eval run` or `score` first)")
+    return read_run(path / "run.json")
+
+
+def compare_runs(run_a: Path, run_b: Path, tasks: Sequence[str] = (), *, seed: int = 0) -> RunComparison:
+    """Compare two run folders on `tasks` (default: every task both ran). Named tasks that cannot be compared,
+    and a comparison with no pair at all, raise ConfigError."""
+    a, b = load_run_folder(run_a), load_run_folder(run_b)
+    by_a, by_b = {t.name: t for t in a.tasks}, {t.name: t for t in b.tasks}
+    for name in tasks:
+        for run, found in ((run_a, by_a), (run_b, by_b)):
+            if name not in found:
+                ran = ", ".join(sorted(found)) or "none"
+                raise ConfigError(f"task {name!r} is not in {run} (its tasks: {ran})")
+    names = list(dict.fromkeys(tasks)) or sorted(by_a.keys() & by_b.keys())
+    skipped = [(n, f"only in {run_a}") for n in sorted(by_a.keys() - by_b.keys()) if not tasks]
+    skipped += [(n, f"only in {run_b}") for n in sorted(by_b.keys() - by_a.keys()) if not tasks]
+    if not names:
+        raise ConfigError(f"{run_a} and {run_b} share no task")
+    compared: list[TaskComparison] = []
+    for name in names:
+        try:
+            compared.append(_compare_task(run_a, run_b, by_a[name], by_b[name], seed))
+        except ConfigError as exc:
+            if tasks:
+                raise
+            skipped.append((name, str(exc)))
+    if not compared:
+        why = "; ".join(f"{n}: {r}" for n, r in skipped)
+        raise ConfigError(f"nothing to compare between {run_a} and {run_b}: {why}")
+    _apply_holm(compared)
+    return RunComparison(run_a, run_b, a.model.name, b.model.name, seed, compared, skipped)
+
+
+def _compare_task(run_a: Path, run_b: Path, ta: TaskResult, tb: TaskResult, seed: int) -> TaskComparison:
+    ma, mb = _primary(ta), _primary(tb)
+    if ma is None or mb is None:
+        raise ConfigError(f"task {ta.name!r}: {run_a if ma is None else run_b} reports no metric for it")
+    if ma != mb:
+        raise ConfigError(
+            f"task {ta.name!r}: the primary metrics differ ({ma} through {ta.capability} in {run_a}, "
+            f"{mb} through {tb.capability} in {run_b})"
+        )
+    sa, sb = sample_scores(run_a, ta.name), sample_scores(run_b, tb.name)
+    for run, found in ((run_a, sa), (run_b, sb)):
+        if not found:
+            raise ConfigError(
+                f"task {ta.name!r}: {run} has no per-sample scores ({scores_path(run, ta.name)} and "
+                f"samples/{ta.name}.jsonl; `longctx-eval score {run}` writes them)"
+            )
+    if not any(ma in s.scores for s in sa.values()):
+        raise ConfigError(f"task {ta.name!r}: its primary metric {ma} is not a per-sample score (a ratio or renamed)")
+    joined = join(sa, sb, ma)
+    if not joined.pairs:
+        refused = "; ".join(f"{n} refused: {why}" for why, n in joined.refused.items()) or "no sample id in common"
+        raise ConfigError(f"task {ta.name!r}: no shared samples ({refused})")
+    rows = paired_differences(sa, sb, ma, seed=seed, pairs=joined.pairs)
+    return TaskComparison(
+        task=ta.name,
+        capability=ta.capability,
+        metric=ma,
+        versions=(ta.version, tb.version),
+        args_equal=ta.args == tb.args,
+        joined=joined,
+        rows=rows,
+    )
+
+
+def _primary(task: TaskResult) -> str | None:
+    """The task's primary metric: its first metric row (the runner writes the primary one first)."""
+    return task.results[0].metric if task.results else None
+
+
+def tested_rows(rows: Sequence[PairedDifference]) -> list[bool]:
+    """Per row (per length, then pooled): in Holm's family, unless it is a one-length group's pooled row."""
+    return [row.length is not None or len(rows) > 2 for row in rows]
+
+
+def holm_rows(groups: Sequence[Sequence[PairedDifference]]) -> list[list[float]]:
+    """Holm-adjusted p per row of each group, the family being every tested row of every group; an untested
+    row (a one-length pooled row) takes its only cell's."""
+    tested = [tested_rows(rows) for rows in groups]
+    family = [
+        row.p_value for rows, on in zip(groups, tested, strict=True) for row, t in zip(rows, on, strict=True) if t
+    ]
+    adjusted = iter(holm(family).tolist())
+    out = []
+    for on in tested:
+        own = [next(adjusted) if t else None for t in on]
+        out.append([TaskComparison.holm_cell(p, own) for p in own])
+    return out
+
+
+def _apply_holm(tasks: Sequence[TaskComparison]) -> None:
+    """Holm across every tested row of every task (`holm_rows`)."""
+    for t, adjusted in zip(tasks, holm_rows([t.rows for t in tasks]), strict=True):
+        t.tested = tested_rows(t.rows)
+        t.holm = adjusted
+
+
+def is_significant(holm_p: float) -> bool:
+    """Holm-adjusted p below ALPHA."""
+    return holm_p < ALPHA
+
+
+def to_json(c: RunComparison) -> dict[str, Any]:
+    """The comparison as a JSON-ready dict (`compare --json`)."""
+    return {
+        "a": {"run": str(c.run_a), "model": c.model_a},
+        "b": {"run": str(c.run_b), "model": c.model_b},
+        "seed": c.seed,
+        "alpha": ALPHA,
+        "interval": f"95% percentile bootstrap over the pairs ({N_RESAMPLES} resamples, seed {c.seed})",
+        "tests": TESTS,
+        "sign_flip_resamples": N_FLIPS,
+        "holm_family": c.family,
+        "tasks": [
+            {
+                "task": t.task,
+                "capability": t.capability,
+                "metric": t.metric,
+                "test": t.test,
+                "versions": {"a": t.versions[0], "b": t.versions[1]},
+                "args_equal": t.args_equal,
+                "pairs": len(t.joined.pairs),
+                "refused": dict(t.joined.refused),
+                "only_a": t.joined.only_a,
+                "only_b": t.joined.only_b,
+                "rows": [
+                    {
+                        "length": r.length,
+                        "n": r.n,
+                        "mean_a": r.mean_a,
+                        "mean_b": r.mean_b,
+                        "difference": r.difference,
+                        "ci95": list(r.ci95),
+                        "a_better": r.a_better,
+                        "b_better": r.b_better,
+                        "p_value": r.p_value,
+                        "p_holm": p,
+                        "in_holm_family": on,
+                        "significant": is_significant(p),
+                    }
+                    for r, p, on in zip(t.rows, t.holm, t.tested, strict=True)
+                ],
+            }
+            for t in c.tasks
+        ],
+        "skipped": [{"task": n, "reason": r} for n, r in c.skipped],
+    }
+
+
+def to_text(c: RunComparison) -> str:
+    """The comparison as text: a header saying what was computed, then one table per task."""
+    lines = [
+        f"{c.model_a} ({c.run_a}) vs {c.model_b} ({c.run_b}): A - B of each task's primary metric, "
+        "paired by sample id and design (same context, question and gold)",
+        f"interval: 95% paired bootstrap ({N_RESAMPLES} resamples, seed {c.seed}); p: "
+        + "; ".join(f"{name} = {text}" for name, text in TESTS.items() if any(t.test == name for t in c.tasks))
+        + f"; Holm-adjusted over {c.family} test(s); significant: Holm p < {ALPHA}",
+    ]
+    head = ["length", "n", "A", "B", "A-B", "95% CI", "p", "Holm p", "significant"]
+    for t in c.tasks:
+        j = t.joined
+        refused = ", ".join(f"{n} refused: {why}" for why, n in j.refused.items()) or "0 refused"
+        extra = [] if t.args_equal else ["task arguments differ"]
+        if t.versions[0] != t.versions[1]:
+            extra.append(f"versions differ (A v{t.versions[0]}, B v{t.versions[1]})")
+        lines += [
+            "",
+            f"{t.task} ({t.capability}) · {t.metric} · {t.test} · {len(j.pairs)} pairs; {refused}; "
+            f"unpaired: {j.only_a} only in A, {j.only_b} only in B" + "".join(f"; {e}" for e in extra),
+        ]
+        body = [
+            [
+                length_label(r.length),
+                str(r.n),
+                f"{r.mean_a:.3f}",
+                f"{r.mean_b:.3f}",
+                f"{r.difference:+.3f}",
+                f"[{r.ci95[0]:+.3f}, {r.ci95[1]:+.3f}]",
+                p_text(r.p_value),
+                p_text(p) + ("" if on else "*"),
+                "yes" if is_significant(p) else "no",
+            ]
+            for r, p, on in zip(t.rows, t.holm, t.tested, strict=True)
+        ]
+        widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
+        for row in [head, *body]:
+            lines.append(
+                "  ".join(
+                    cell.rjust(w) if i else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths, strict=True))
+                )
+            )
+        if not all(t.tested):
+            lines.append("* one length: the pooled row is that cell, tested once")
+    if c.skipped:
+        lines += ["", "not compared: " + "; ".join(f"{n}: {r}" for n, r in c.skipped)]
+    return "\n".join(lines) + "\n"
+
+
+def p_text(p: float) -> str:
+    """A p-value as printed: 4 decimals, or scientific below 1e-4."""
+    return f"{p:.2e}" if p < 1e-4 else f"{p:.4f}"
+
+
+def write_json(c: RunComparison, path: Path) -> None:
+    """Write `to_json` atomically."""
+    from longctx_eval.atomic_io import atomic_write_text
+
+    atomic_write_text(path, json.dumps(to_json(c), indent=2, allow_nan=False) + "\n")

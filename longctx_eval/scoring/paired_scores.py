@@ -1,0 +1,193 @@
+"""Paired differences of two models on the samples both scored: per-sample scores from run folders.
+
+A pair is the same sample id with the same design: the same context (the sha256 of the context in
+`samples/<task>.jsonl`) and the same question and gold. The same id built in another tokenizer is another
+haystack, and the same id under another task version or arguments may ask something else: such ids are
+refused, never paired, and counted by reason (`join`). The difference A - B of a score field is averaged per
+length and pooled, with a seeded 95% percentile bootstrap over the pairs (`metrics/bootstrap.py`) and a
+paired test (`scoring/paired_tests.py`: McNemar's exact test for 0/1 scores, else a sign-flip permutation
+test); `significant` when the interval excludes 0.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from longctx_eval.metrics.aggregate import column_mean
+from longctx_eval.metrics.bootstrap import bootstrap_ci
+from longctx_eval.run_folder.paths import inside
+from longctx_eval.run_folder.score_lines import scores_path
+from longctx_eval.scoring.paired_tests import paired_test
+
+PairKey = tuple[str, str]
+"""(sample id, sha256 of its context)."""
+
+REFUSED_CONTEXT = "same id, another context (another haystack: another tokenizer, source or build)"
+REFUSED_DESIGN = "same id and context, another question or gold (another task version or arguments)"
+
+
+@dataclass(frozen=True)
+class SampleScore:
+    """One scored sample: its context length, its score values (non-finite ones left out) and the sha256 of
+    its question and gold (empty when unknown: then only the context is compared)."""
+
+    length: int | None
+    scores: Mapping[str, float]
+    design_sha256: str = ""
+
+
+@dataclass(frozen=True)
+class Join:
+    """Two runs' scored samples joined by id: the pairs (sorted), and what was not paired and why."""
+
+    pairs: list[PairKey]
+    refused: dict[str, int] = field(default_factory=dict)
+    """Ids both runs scored whose design differs, by reason (REFUSED_CONTEXT, REFUSED_DESIGN)."""
+    only_a: int = 0
+    """Ids scored (with the field) by A only: not evaluated, over the window or failed in B."""
+    only_b: int = 0
+
+    @property
+    def n_refused(self) -> int:
+        """How many shared ids were refused."""
+        return sum(self.refused.values())
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """A - B over the pairs of one length (None = pooled): n pairs, both means, the difference and its interval,
+    and the paired test (its name and two-sided p-value)."""
+
+    length: int | None
+    n: int
+    mean_a: float
+    mean_b: float
+    difference: float
+    ci95: tuple[float, float]
+    a_better: int
+    b_better: int
+    test: str = ""
+    p_value: float = 1.0
+
+    @property
+    def significant(self) -> bool:
+        """The 95% interval excludes 0."""
+        return self.ci95[0] > 0 or self.ci95[1] < 0
+
+
+def sample_scores(run_dir: Path, task: str) -> dict[PairKey, SampleScore]:
+    """A run folder's scored samples of `task` keyed by (id, context sha256); {} when it kept no such files.
+
+    Only samples with status ok count (failed and over-length ones have no score)."""
+    try:
+        samples = _text(inside(run_dir, "samples", f"{task}.jsonl"))
+        scores = _text(scores_path(run_dir, task))
+    except (OSError, ValueError, EOFError):
+        return {}
+    context: dict[str, tuple[str | None, str]] = {}
+    for line in samples.splitlines():
+        if line.strip():
+            rec = json.loads(line)
+            context[rec["id"]] = (rec.get("context_sha256"), _design_sha256(rec))
+    out: dict[PairKey, SampleScore] = {}
+    for line in scores.splitlines():
+        if not line.strip():
+            continue
+        rec = json.loads(line)
+        sha, design = context.get(rec["id"], (None, ""))
+        if rec.get("status") != "ok" or sha is None:
+            continue
+        values = {k: float(v) for k, v in (rec.get("scores") or {}).items() if v is not None and math.isfinite(v)}
+        length = (rec.get("metadata") or {}).get("target_tokens")
+        out[(rec["id"], sha)] = SampleScore(int(length) if isinstance(length, int) else None, values, design)
+    return out
+
+
+def _text(path: Path) -> str:
+    """The file at `path`, or its gzip-compressed copy `path.gz` (a published leaderboard's, `per_sample.py`)."""
+    if not path.exists():
+        packed = path.with_name(path.name + ".gz")
+        if packed.is_file() and not packed.is_symlink():
+            try:
+                return gzip.decompress(packed.read_bytes()).decode("utf-8")
+            except (EOFError, zlib.error) as exc:
+                raise ValueError(f"{packed}: not a readable gzip file ({exc})") from exc
+    return path.read_text(encoding="utf-8")
+
+
+def join(a: Mapping[PairKey, SampleScore], b: Mapping[PairKey, SampleScore], field: str) -> Join:
+    """Pair the samples both runs scored `field` for by id; refuse (and count) ids whose design differs."""
+    ids_a = {k[0]: k for k, s in a.items() if field in s.scores}
+    ids_b = {k[0]: k for k, s in b.items() if field in s.scores}
+    pairs: list[PairKey] = []
+    refused: dict[str, int] = {}
+    for sid in sorted(ids_a.keys() & ids_b.keys()):
+        ka, kb = ids_a[sid], ids_b[sid]
+        da, db = a[ka].design_sha256, b[kb].design_sha256
+        if ka != kb:
+            refused[REFUSED_CONTEXT] = refused.get(REFUSED_CONTEXT, 0) + 1
+        elif da and db and da != db:
+            refused[REFUSED_DESIGN] = refused.get(REFUSED_DESIGN, 0) + 1
+        else:
+            pairs.append(ka)
+    ordered = {why: refused[why] for why in (REFUSED_CONTEXT, REFUSED_DESIGN) if why in refused}
+    return Join(pairs, ordered, len(ids_a.keys() - ids_b.keys()), len(ids_b.keys() - ids_a.keys()))
+
+
+def paired_differences(
+    a: Mapping[PairKey, SampleScore],
+    b: Mapping[PairKey, SampleScore],
+    field: str,
+    *,
+    seed: int = 0,
+    pairs: Sequence[PairKey] | None = None,
+) -> list[PairedDifference]:
+    """Per length (sorted) then pooled: A - B of `field` over the joined pairs (`join`, or `pairs` given)."""
+    keys = list(join(a, b, field).pairs if pairs is None else pairs)
+    if not keys:
+        return []
+    lengths = sorted({a[k].length for k in keys if a[k].length is not None})
+    groups: list[tuple[int | None, list[PairKey]]] = [(n, [k for k in keys if a[k].length == n]) for n in lengths]
+    return [_difference(length, ks, a, b, field, seed) for length, ks in [*groups, (None, keys)]]
+
+
+def _difference(
+    length: int | None,
+    keys: Sequence[PairKey],
+    a: Mapping[PairKey, SampleScore],
+    b: Mapping[PairKey, SampleScore],
+    field: str,
+    seed: int,
+) -> PairedDifference:
+    va = np.array([a[k].scores[field] for k in keys])
+    vb = np.array([b[k].scores[field] for k in keys])
+    diff = va - vb
+    lo, hi = bootstrap_ci(diff, column_mean, seed=seed)
+    test, p = paired_test(va, vb, seed=seed)
+    return PairedDifference(
+        length=length,
+        n=len(keys),
+        mean_a=float(va.mean()),
+        mean_b=float(vb.mean()),
+        difference=float(diff.mean()),
+        ci95=(lo, hi),
+        a_better=int((diff > 0).sum()),
+        b_better=int((diff < 0).sum()),
+        test=test,
+        p_value=p,
+    )
+
+
+def _design_sha256(record: Mapping[str, object]) -> str:
+    """sha256 of a samples-file record's question and gold: what a sample asks, beside its context."""
+    text = json.dumps([record.get("question"), record.get("gold")], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
