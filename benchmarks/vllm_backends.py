@@ -597,7 +597,7 @@ class LmEvalPeer:
 
 
 def _rendered_text(hf_tok: Any, chat: bool, r: Any) -> str:
-    """The text our `hf:`/`vllm:` tokenize for `r` (models/hf.py render_ids): template, generation prompt, prefix."""
+    """The text our `hf:`/`vllm:` tokenize for `r` (models/hf/ render_ids): template, generation prompt, prefix."""
     if chat:
         messages = [{"role": "user", "content": r.prompt}]
         return hf_tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False) + r.answer_prefix
