@@ -17,13 +17,16 @@ import time
 from collections import Counter
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.load_test.server_metrics import level_hit_rate
 from longctx_eval.load_test.summary import level_summary
 from longctx_eval.models.openai.client import ServedClient, ServedRequest, ServedResult
 from longctx_eval.models.openai.limits import RateLimiter
+
+if TYPE_CHECKING:
+    from longctx_eval.models.openai.pool import ServerPool
 
 DEFAULT_LEVELS = (1, 8, 32, 128)
 WARMUP_TEXT = "Reply with the single word OK."
@@ -87,7 +90,7 @@ def warmup_request(like: ServedRequest) -> ServedRequest:
 
 
 async def _level(
-    client: ServedClient,
+    client: ServedClient | ServerPool,
     pool: Sequence[ServedRequest],
     start: int,
     level: int,
@@ -159,7 +162,7 @@ async def _level(
 
 
 async def run_sweep(
-    client: ServedClient,
+    client: ServedClient | ServerPool,
     pool: Sequence[ServedRequest],
     config: SweepConfig,
     on_level: Callable[[dict[str, Any]], None] | None = None,

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -180,7 +180,7 @@ class HFEngine:
         return len(self.hf_tok)
 
     # -- generation --------------------------------------------------------------------------------------
-    async def stream(self, ids: list[int], sampling: Sampling, out: Completion) -> AsyncIterator[str]:
+    async def stream(self, ids: list[int], sampling: Sampling, out: Completion) -> AsyncGenerator[str, None]:
         """Generate from `ids`, yielding the text each token adds ('' when held back); fills `out` as it goes.
 
         Closing the iterator early (a client that went away) stops the generation after its current step and

@@ -18,7 +18,7 @@ import queue
 import threading
 import time
 from collections import Counter
-from collections.abc import Coroutine, Sequence
+from collections.abc import Coroutine, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from longctx_eval.capability import Capability
@@ -260,10 +260,10 @@ class OpenAIModel(ModelAdapter):
         def take(i: int, res: ServedResult) -> None:
             nonlocal last
             now = time.perf_counter()
-            preds[i] = self._prediction(*pairs[i], res, now - last)
+            preds[i] = pred = self._prediction(*pairs[i], res, now - last)
             last = now
             if self.on_prediction is not None:
-                self.on_prediction(requests[i], preds[i])
+                self.on_prediction(requests[i], pred)
 
         while not future.done() or not arrived.empty():
             with contextlib.suppress(queue.Empty):
@@ -345,7 +345,7 @@ class OpenAIModel(ModelAdapter):
         bad = [p for p in preds if p.data and (p.data.get("length_check") or {}).get("mismatch")]
         if bad and not self._warned_lengths:
             self._warned_lengths = True
-            check = bad[0].data["length_check"]
+            check = cast(Mapping[str, Any], bad[0].data)["length_check"]  # bad: only predictions with data
             console.print(
                 f"[yellow]warning[/yellow] {self.meta.name}: the server counts {check['server_prompt_tokens']} prompt "
                 f"tokens where {check['expected_prompt_tokens']} were measured (tolerance {check['tolerance']}); "

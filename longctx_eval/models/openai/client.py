@@ -314,9 +314,9 @@ class ServedClient:
 
         async def run(i: int, req: ServedRequest) -> None:
             try:
-                out[i] = await self._complete(req)
+                out[i] = result = await self._complete(req)
                 if on_result is not None:
-                    on_result(i, out[i])
+                    on_result(i, result)
             finally:
                 slots.release()
 

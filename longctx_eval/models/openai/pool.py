@@ -13,7 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 from longctx_eval.models.openai.client import ServedClient, ServedRequest, ServedResult
 from longctx_eval.models.openai.limits import ClientLimits, RateLimiter
@@ -76,7 +76,7 @@ class ServerPool:
             home = self._home.get(req.affinity) if req.affinity else None
             if home is not None:
                 await cond.wait_for(lambda: self.in_flight[home] < cap)
-                self._home.move_to_end(req.affinity)
+                self._home.move_to_end(cast(str, req.affinity))  # a home is only found by affinity
                 pick = home
             else:
                 await cond.wait_for(lambda: min(self.in_flight) < cap)
@@ -114,9 +114,9 @@ class ServerPool:
         out: list[ServedResult | None] = [None] * len(reqs)
 
         async def run(i: int, pick: int, req: ServedRequest) -> None:
-            out[i] = await self._on(pick, req)
+            out[i] = result = await self._on(pick, req)
             if on_result is not None:
-                on_result(i, out[i])
+                on_result(i, result)
 
         tasks = []
         try:

@@ -222,12 +222,12 @@ class PromptRenderer:
         if self.endpoint == "completions":
             if self.chat_template:
                 text = self._templated(request, prefix)
-                extra = {"add_special_tokens": False} if self.vllm_fields else {}
+                extra: dict[str, Any] = {"add_special_tokens": False} if self.vllm_fields else {}
                 return Rendered(None, text, extra, tokenize_fields={"add_special_tokens": False})
             text = request.prompt + ("\n" + prefix if prefix else "")
             return Rendered(None, text, tokenize_fields={"add_special_tokens": True})
         messages: tuple[dict[str, str], ...] = ({"role": "user", "content": request.prompt},)
-        extra: dict[str, Any] = {}
+        extra = {}
         fields: dict[str, Any] = {"add_generation_prompt": True}
         strip = ""
         if prefix and self.prefill == "continue":

@@ -6,7 +6,7 @@ Imports no vLLM (and torch only for a RoPE variant), so the mapping is testable 
 from __future__ import annotations
 
 import math
-from typing import Any
+from typing import Any, cast
 
 from longctx_eval.errors import ConfigError, PrerequisiteError
 from longctx_eval.models.options import VLLMOptions
@@ -42,7 +42,7 @@ def rope_override(o: VLLMOptions, config: Any) -> dict[str, Any] | None:
     train = o.train_length or native
     if o.rope_factor is None and o.max_model_len is None:
         raise ConfigError(f"vllm: rope={o.rope} needs rope_factor=F or max_model_len=N (the window to stretch to)")
-    factor = o.rope_factor if o.rope_factor is not None else max(1.0, o.max_model_len / train)
+    factor = o.rope_factor if o.rope_factor is not None else max(1.0, cast(int, o.max_model_len) / train)
     length = o.max_model_len or math.ceil(train * factor)
     base = dict(config.rope_parameters or {})
     params = hf_parameters(config, variant_parameters(base, o.rope, length, train, factor))
