@@ -205,7 +205,9 @@ def _paragraph(story: _Story) -> tuple[str, list[Mention]]:
     roles = {"A": a, "B": story.pick(avoid=(a,))}
     groups = [T.INTRO] if new else []
     groups += [rng.choice(_TEMPLATE_GROUPS) for _ in range(rng.randint(2, 6))]
-    text, mentions, named = "", [], set()
+    mentions: list[Mention] = []
+    named: set[int] = set()
+    text = ""
     for group in groups:
         s = _Sentence(story, roles, named)
         sentence = _capitalize(s.fill(rng.choice(group)))

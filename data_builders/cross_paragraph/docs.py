@@ -71,7 +71,8 @@ def boundaries(hay: Haystack, hay_tokens: int) -> list[Boundary]:
 def _nearest(cands: Sequence[Boundary], token: float, taken: set[int], n: int = 1) -> list[Boundary]:
     """The `n` free boundaries nearest `token` (nearest first; ties: the earlier one)."""
     i = bisect_right([b.token for b in cands], token)
-    lo, hi, out = i - 1, i, []
+    out: list[Boundary] = []
+    lo, hi = i - 1, i
     while len(out) < n and (lo >= 0 or hi < len(cands)):
         take_lo = hi >= len(cands) or (lo >= 0 and token - cands[lo].token <= cands[hi].token - token)
         b = cands[lo] if take_lo else cands[hi]

@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterator
 from functools import cached_property, lru_cache
 from itertools import accumulate
 from pathlib import Path
-from typing import NamedTuple, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar, runtime_checkable
 
 from data_builders.haystack.synthetic_narrative import narrative_paragraphs, narrative_sha256
 from longctx_eval.errors import ConfigError, DataError, did_you_mean
@@ -40,6 +40,10 @@ class HaystackSource(Protocol):
     def sha256(self) -> str: ...
 
     def paragraphs(self, seed: int) -> Iterator[str]: ...
+
+    if TYPE_CHECKING:  # for the checker only: a runtime member would make isinstance() reject unhashable sources
+
+        def __hash__(self) -> int: ...  # haystack_text's lru_cache keys on the source
 
 
 class SyntheticSource:

@@ -152,7 +152,11 @@ def place(
     text, ends = hay.text, hay.token_ends
     candidates = [(bisect_right(ends, a), a) for a in sentence_ends(text, ends[hay_tokens - 1] + 1)]
     candidates = [(t, a) for t, a in candidates if t <= hay_tokens]
-    chosen = [min(candidates, key=lambda ta, d=d: (abs(ta[0] - d * hay_tokens), ta[1])) for d in depths]
+
+    def nearest(d: float) -> tuple[int, int]:  # the sentence end nearest depth d (ties: the earlier one)
+        return min(candidates, key=lambda ta: (abs(ta[0] - d * hay_tokens), ta[1]))
+
+    chosen = [nearest(d) for d in depths]
     order = sorted(range(len(texts)), key=lambda i: (chosen[i][1], i))
     head, prev, starts = "", 0, [0] * len(texts)
     for i in order:

@@ -142,7 +142,7 @@ def build_cell(
         raise DataError(
             f"length {length} (a {n_context}-token context after the {reserve}-token reserve): {exc}"
         ) from None
-    placed = tuple(
+    placed: tuple[dict[str, Any], ...] = tuple(
         {
             "text": n.text,
             "key": n.key,
@@ -160,7 +160,8 @@ def build_cell(
     all_spans = [(p["start"], p["end"]) for p in placed]
     pairs = [(q.question, all_spans[i]) for q in questions for i in q.needles]
     measured = measure_overlaps([p[0] for p in pairs], doc.context, [p[1] for p in pairs], all_spans)
-    asked, at = [], 0
+    asked: list[dict[str, Any]] = []
+    at = 0
     for q in questions:
         own = mean_overlap(measured[at : at + len(q.needles)])
         at += len(q.needles)

@@ -247,7 +247,7 @@ def plot_probe(rows: Sequence[dict[str, Any]], out_dir: Path) -> list[Path]:
     for metric, label in PLOTS.items():
         fig, ax = plt.subplots(figsize=(7.6, 4.2))
         for i, model in enumerate(models):
-            pts = sorted(
+            pts: list[tuple[Any, Any, Any]] = sorted(
                 (r["l_over_ltrain"], r[metric], r.get(f"{metric}_ci"))
                 for r in rows
                 if r["model"] == model and metric in r and "l_over_ltrain" in r

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,8 +67,8 @@ def read_built(folder: Path, where: str = "--dataset") -> BuiltDataset:
         data_files=files,
     )
     for length in built.lengths:
-        paths = files.get(built.config_of(length), [])
-        if len(paths) != 1 or not (folder / paths[0]).is_file():
+        listed: Sequence[str] = files.get(built.config_of(length), [])
+        if len(listed) != 1 or not (folder / listed[0]).is_file():
             raise ConfigError(
                 f"{where} {folder}: the card lists config {built.config_of(length)!r} but its file is missing"
             )

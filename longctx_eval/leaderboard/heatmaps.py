@@ -148,6 +148,7 @@ def _depth_figure(task: str, entries: Sequence[RunResult], metric: str, min_n: i
         _ticks(ax, [length_label(c) for c in col_keys], [f"{d:.0%}" for d in row_keys])
         ax.set_xlabel("context length (tokens)")
         ax.set_ylabel("needle depth")
+    assert image is not None  # models is non-empty: ncols above would have divided by zero
     fig.colorbar(image, ax=list(axes[: len(models)]), shrink=0.85, label=metric)
     fig.suptitle(wrapped(f"{task}: {metric} by length and depth", fig_width, 12), fontsize=12)
     _legend(fig, flat, min_n)

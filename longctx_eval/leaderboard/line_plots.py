@@ -191,9 +191,9 @@ def slice_figure(task: str, key: str, entries: Sequence[RunResult], min_n: int =
         return None
     shown: dict[ValueKey, SliceValue] = {}
     for _, _, rows in per_model:
-        for vkey, row in rows.items():
-            assert row.slice is not None
-            shown.setdefault(vkey, row.slice[key])
+        for vkey, sliced in rows.items():
+            assert sliced.slice is not None
+            shown.setdefault(vkey, sliced.slice[key])
     if len(shown) < 2:
         return None
     order = sorted(shown)
@@ -206,7 +206,8 @@ def slice_figure(task: str, key: str, entries: Sequence[RunResult], min_n: int =
     handles, labels = [], []
     for k, (i, label, rows) in enumerate(per_model):
         s = style(i)
-        xs, ys, err, low = [], [], [[], []], []
+        err: list[list[float]] = [[], []]
+        xs, ys, low = [], [], []
         for j, vkey in enumerate(order):
             row = rows.get(vkey)
             if row is None:

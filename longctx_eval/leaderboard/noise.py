@@ -24,6 +24,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from longctx_eval.results import MetricResult, TaskResult
 from longctx_eval.scoring.labels import DASH
@@ -116,7 +117,7 @@ def noise_floor(task: TaskResult, metric: str, length: int | None) -> Floor | No
         return length_floor(task, metric, length)
     rows = [r for r in task.results if r.metric == metric and r.length is not None and r.depth is None and r.n > 0]
     pooled = set(task.pooled_lengths) if task.pooled_lengths is not None else {r.length for r in rows}
-    parts = [(r.n, length_floor(task, metric, r.length)) for r in rows if r.length in pooled]
+    parts = [(r.n, length_floor(task, metric, cast(int, r.length))) for r in rows if r.length in pooled]
     if not parts or any(f is None for _, f in parts):
         return None
     total = sum(n for n, _ in parts)

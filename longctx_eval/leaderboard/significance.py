@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 from longctx_eval.results import RunResult
 from longctx_eval.scoring.labels import length_label
@@ -87,7 +88,7 @@ def leader_test(
         ci95=pooled.ci95,
         test=pooled.test,
         p_value=pooled.p_value,
-        lengths=tuple(sorted({sa[k].length for k in keys if sa[k].length is not None})),
+        lengths=tuple(sorted(cast(set[int], {sa[k].length for k in keys if sa[k].length is not None}))),
         refused=joined.n_refused,
     )
 

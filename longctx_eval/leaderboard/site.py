@@ -379,7 +379,7 @@ def _task_link(board: str, links: Links) -> str:
 
 def _coverage_table(tasks: Sequence[TaskResult], entry: RunResult, site: SiteInput, links: Links) -> str:
     """One row per task: planned, evaluated, over-window and failed samples, and the pooled primary metric."""
-    rows = []
+    rows: list[list[Cell]] = []
     for result in tasks:
         board = _board_name(result, entry, site)
         metric = primary_metric(board, site.entries)
@@ -438,7 +438,7 @@ def _task_details(result: TaskResult, entry: RunResult, site: SiteInput, links: 
     rows = "".join(f'<tr><th scope="row">{escape(k)}</th><td>{escape(v)}</td></tr>' for k, v in facts if v)
     parts.append(f'<table class="facts">{rows}</table>')
     if result.coverage:
-        cov = [
+        cov: list[list[Cell]] = [
             [
                 (length_label(c.length), c.length),
                 (DASH if c.depth is None else f"{c.depth:g}", c.depth),

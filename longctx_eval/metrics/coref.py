@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Hashable, Iterable, Mapping, Sequence
+from typing import Any, cast
 
 from longctx_eval.errors import DataError
 from longctx_eval.metrics.coref_blanc import blanc_counts, blanc_from_counts
@@ -172,7 +173,8 @@ def scores_from_counts(total: Mapping[str, float]) -> dict[str, tuple[float, flo
         out[m] = (r, p, f1(r, p))
     out["blanc"] = blanc_from_counts(dict(total))
     trio = [out[m] for m in ("muc", "bcub", "ceafe")]
-    out["conll"] = tuple(sum(t[i] for t in trio) / 3 for i in range(3))  # mean R, mean P, mean of the F1s
+    means = tuple(sum(t[i] for t in trio) / 3 for i in range(3))  # mean R, mean P, mean of the F1s
+    out["conll"] = cast(tuple[float, float, float], means)
     return out
 
 
@@ -208,7 +210,7 @@ def group_by_document(clusters: Iterable[Iterable[Mention]], role: str) -> dict[
 
 def _valid(m: object) -> bool:
     try:
-        _, start, end = m  # type: ignore[misc]
+        _, start, end = cast(Any, m)
         return 0 <= int(start) <= int(end)
     except (TypeError, ValueError):
         return False

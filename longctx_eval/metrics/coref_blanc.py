@@ -87,6 +87,7 @@ def blanc_from_counts(c: dict[str, float]) -> tuple[float, float, float]:
     if rc is None and rn is None:
         return 0.0, 0.0, 0.0
     if rc is None:
+        assert rn is not None  # both None returned above
         return rn, pn, _f1(rn, pn)
     if rn is None:
         return rc, pc, _f1(rc, pc)

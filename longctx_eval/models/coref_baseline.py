@@ -204,7 +204,7 @@ def _antecedent(i: int, m: _Mention, ms: list[_Mention], cl: _Clusters, tables: 
     for table, key in ((by_norm, m.norm), (by_name, m.head if m.proper else None), (by_head, m.head)):
         j = table.get(key) if key else None
         usable = j is not None and not _overlaps(ms[j].span, m.span) and _compatible(m, ms[j], cl, j)
-        if usable and (table is not by_head or (not m.proper and not ms[j].proper)):
+        if usable and (table is not by_head or (not m.proper and not ms[cast(int, j)].proper)):  # usable: j is set
             return j
     return None
 

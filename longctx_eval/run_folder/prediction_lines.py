@@ -81,7 +81,7 @@ def combine_parts(parts: list[Prediction]) -> Prediction:
     """One prediction for a sample answered through several requests; its status is the worst part's."""
     if len(parts) == 1:
         return parts[0]
-    status = next((p.status for p in parts if p.status != "ok"), "ok")
+    status: Status = next((p.status for p in parts if p.status != "ok"), "ok")
     return Prediction(
         status=status,
         prompt_tokens=sum(p.prompt_tokens or 0 for p in parts),

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -18,7 +18,7 @@ def curve_results(scored: Scored, curves: Sequence[Curve], n_resamples: int = N_
     with no point at a length is omitted there. Every point has a 95% bootstrap interval (samples resampled
     jointly for all points: one vectorised pass per curve and length)."""
     pool = evaluated(scored)
-    groups: dict[int | None, list[dict[str, float]]] = {None: [sc.values for _, sc in pool]}
+    groups: dict[int | None, list[Mapping[str, float]]] = {None: [sc.values for _, sc in pool]}
     for sample, score in pool:
         groups.setdefault(length_of(sample), []).append(score.values)
     out = []

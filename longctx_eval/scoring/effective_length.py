@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any, Literal
 
 import numpy as np
 
@@ -93,7 +94,7 @@ def effective_lengths(
     )
     over = sorted({c.length for c in coverage if c.depth is None and c.evaluated == 0 and c.over_length > 0})
     base = float(values[0])
-    kinds = [
+    kinds: list[tuple[Literal["absolute", "relative"], float, np.ndarray, dict[str, Any]]] = [
         ("absolute", config.threshold, np.full(reps.shape[0], config.threshold), {}),
         (
             "relative",

@@ -22,7 +22,7 @@ LENGTH_IDS_KEPT = 50
 """Sample ids listed in a serving section's `length_mismatch_samples` (the count is always complete)."""
 
 
-def percentiles(values: Iterable[float]) -> dict[str, Any] | None:
+def percentiles(values: Iterable[float | None]) -> dict[str, Any] | None:
     """{n, mean, p50, p95, p99} of finite values (linear interpolation), None when there are none."""
     arr = np.asarray([v for v in values if v is not None and np.isfinite(v)], dtype=np.float64)
     if arr.size == 0:

@@ -19,6 +19,7 @@ import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 
@@ -155,7 +156,7 @@ def paired_differences(
     keys = list(join(a, b, field).pairs if pairs is None else pairs)
     if not keys:
         return []
-    lengths = sorted({a[k].length for k in keys if a[k].length is not None})
+    lengths = sorted(cast(set[int], {a[k].length for k in keys if a[k].length is not None}))
     groups: list[tuple[int | None, list[PairKey]]] = [(n, [k for k in keys if a[k].length == n]) for n in lengths]
     return [_difference(length, ks, a, b, field, seed) for length, ks in [*groups, (None, keys)]]
 

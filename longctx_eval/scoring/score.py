@@ -14,6 +14,7 @@ from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, cast
 
 import numpy as np
 
@@ -324,7 +325,8 @@ def _score_task(
         curves=curve_results(scored, task.curves),
         contrasts=contrast_results(scored, task.contrasts, {m.name: m for m in task.metrics}),
         effective_length=_effective(scored, primary, effective, covered),
-        serving=serving_section(store.records[k] for _, keys in pairs for k in keys),  # served models only
+        # served models only; pydantic validates the plain dict into ServingStats
+        serving=cast(Any, serving_section(store.records[k] for _, keys in pairs for k in keys)),
     )
     result = with_composite(result, primary.name, [s for s, _ in scored], records, composite)  # served runs only
     write_scores(scores_path(run_dir, entry.name), records)
@@ -378,6 +380,7 @@ def grouped_results(scored: list[tuple[Sample, Score]], metrics: list[Metric]) -
     every other metric is over the samples that fit and did not fail.
     """
     groups: dict[tuple[int | None, float | None], list[Score]] = defaultdict(list)
+    length: int | None  # a sample's length, then a group's (None: pooled)
     for sample, score in scored:
         length, depth = stratum_of(sample)
         groups[(None, None)].append(score)
@@ -441,5 +444,5 @@ def print_summary(report: ScoreReport, announced: Iterable[str] = ()) -> None:
             console.print(f"  skipped {s.task}: {s.reason}", highlight=False)
     for w in report.warnings:
         console.print(f"  [yellow]warning[/yellow] {w}", highlight=False)
-    for e in report.errors:
-        console.print(f"  [red]error[/red] {e}", highlight=False)
+    for err in report.errors:
+        console.print(f"  [red]error[/red] {err}", highlight=False)

@@ -6,7 +6,7 @@ import hashlib
 import itertools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 from tokenizers import Tokenizer as _HFTokenizer
@@ -37,7 +37,7 @@ class Tokenizer:
     def encode(self, text: str) -> Encoded:
         """Encode `text` without special tokens; offsets index characters of `text`."""
         enc = self.backend.encode(text, add_special_tokens=False)
-        return Encoded(ids=list(enc.ids), offsets=[tuple(o) for o in enc.offsets])
+        return Encoded(ids=list(enc.ids), offsets=cast(list[tuple[int, int]], [tuple(o) for o in enc.offsets]))
 
     def offset_arrays(self, text: str) -> tuple[np.ndarray, np.ndarray]:
         """Token start and end character offsets of `text` as int64 arrays (what chunking a long document needs)."""
@@ -48,7 +48,9 @@ class Tokenizer:
     def encode_batch(self, texts: list[str]) -> list[Encoded]:
         """Encode many texts at once (parallel in the Rust backend)."""
         encs = self.backend.encode_batch(texts, add_special_tokens=False)
-        return [Encoded(ids=list(e.ids), offsets=[tuple(o) for o in e.offsets]) for e in encs]
+        return [
+            Encoded(ids=list(e.ids), offsets=cast(list[tuple[int, int]], [tuple(o) for o in e.offsets])) for e in encs
+        ]
 
     def count(self, text: str) -> int:
         """Number of tokens of `text` without special tokens."""

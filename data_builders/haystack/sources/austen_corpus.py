@@ -6,6 +6,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from data_builders.haystack.sources.debfile import deb_files, read_lazyload
 from longctx_eval.errors import DataError
@@ -99,7 +100,7 @@ def _verified_data(path: Path, pin: DebPin) -> dict[str, bytes]:
     return {suffix: files[f"{pin.data_dir}/Rdata.{suffix}"] for suffix in ("rdb", "rdx")}
 
 
-def _lines(obj: object, where: str) -> list[str]:
+def _lines(obj: Any, where: str) -> list[str]:
     if not hasattr(obj, "__len__") or not all(isinstance(x, str) for x in obj):  # numpy str_ is a str
         raise DataError(f"{where}: expected a character vector, got {type(obj).__name__}")
     return [str(x) for x in obj]

@@ -10,6 +10,7 @@ import struct
 import tarfile
 import warnings
 import zlib
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -79,7 +80,12 @@ def _decompress(blob: bytes, compressed: Any, where: str) -> bytes:
         raw = zlib.decompress(blob[4:])
     else:
         tag, body = blob[4:5], blob[5:]
-        decoders = {b"Z": lzma.decompress, b"2": bz2.decompress, b"1": zlib.decompress, b"0": bytes}
+        decoders: dict[bytes, Callable[[bytes], bytes]] = {
+            b"Z": lzma.decompress,
+            b"2": bz2.decompress,
+            b"1": zlib.decompress,
+            b"0": bytes,
+        }
         if tag not in decoders:
             raise DataError(f"{where}: unknown R compression type {kind}/{tag!r}")
         raw = decoders[tag](body)

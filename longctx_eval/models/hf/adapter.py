@@ -84,7 +84,7 @@ class HFCausalLM(ModelAdapter):
             raise load_error(spec.target, exc) from exc
         self.rope = plan.rope
         probe = probe_config(o, self.model.config, folder, train_length=plan.rope.train_length, checked=True)
-        self.probe = AttentionProbe(self.model, probe, base=plan.rope.base)
+        self.probe: AttentionProbe | None = AttentionProbe(self.model, probe, base=plan.rope.base)
         if self.probe.config.attention_only:  # the toy-vocabulary references are probes, not generators
             self.capabilities = frozenset({Capability.ATTENTION})
         self.use_chat = uses_chat(spec, hf_tok)
@@ -187,6 +187,7 @@ class HFCausalLM(ModelAdapter):
 
     def attention_stats(self, requests: Sequence[Request]) -> list[Prediction]:
         """Teacher-forced passkey probes with exact attention rows (see models/posprobe/forward.py)."""
+        assert self.probe is not None  # None only after close()
         return self.probe.run(requests)
 
     # -- generation --------------------------------------------------------------------------------------

@@ -69,7 +69,7 @@ def _croppable(cache: Any) -> bool:
     """Only plain full-attention layers keep every past position; sliding or linear layers cannot be cut back."""
     from transformers.cache_utils import DynamicLayer
 
-    layers = getattr(cache, "layers", None)
+    layers: Any = getattr(cache, "layers", None)
     return bool(layers) and all(type(layer) is DynamicLayer for layer in layers)
 
 

@@ -101,7 +101,7 @@ def rows_attention_forward(
     attention_mask: torch.Tensor | None,
     dropout: float = 0.0,
     scaling: float | None = None,
-    **kwargs: object,
+    **kwargs: Any,
 ) -> tuple[torch.Tensor, None]:
     """SDPA (or ALiBi) attention output; under `capture_rows`, also the exact rows of the chosen queries."""
     if attention_mask is not None or kwargs.get("sliding_window") is not None:

@@ -63,7 +63,7 @@ def probe_config(
     meta = reference_meta(folder) if folder is not None else None
     if not checked:
         check_variant(config, options.rope)
-    default_train = (meta or {}).get("train_length") or getattr(config, "max_position_embeddings", 2048)
+    default_train: Any = (meta or {}).get("train_length") or getattr(config, "max_position_embeddings", 2048)
     rule = (meta or {}).get("retrieval_heads", {})
     return ProbeConfig(
         variant=options.rope,

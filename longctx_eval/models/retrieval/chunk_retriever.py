@@ -160,11 +160,18 @@ class ChunkRetriever(ModelAdapter):
                 if attach is not None:
                     attach(cache.embeddings())
                     setattr(ix, "last_reuse", None)  # noqa: B010 (an optional attribute of the Indexer)
+
+                def build_ix(ix: Indexer = ix) -> dict[str, np.ndarray]:
+                    return build(ix)
+
+                def check_ix(arrays: Arrays, ix: Indexer = ix) -> str | None:
+                    return ix.check(arrays, len(spans))
+
                 index, parts[ix.name] = cache.get_or_build(
                     key,
-                    lambda ix=ix: build(ix),
+                    build_ix,
                     built_from={**built_from, "n_chunks": len(spans)},
-                    check=lambda arrays, ix=ix: ix.check(arrays, len(spans)),
+                    check=check_ix,
                     persist=getattr(ix, "persist_index", True),
                 )
                 got: Reuse | None = getattr(ix, "last_reuse", None)

@@ -300,7 +300,8 @@ class EmbeddingCache:
         record = _record(key, ns, namespace, dig, vec)
         try:
             with atomic_output(path) as fh:
-                np.savez(fh, digests=dig, vectors=vec, **{PROVENANCE: np.asarray(json.dumps(record, sort_keys=True))})
+                provenance: dict[str, Any] = {PROVENANCE: np.asarray(json.dumps(record, sort_keys=True))}
+                np.savez(fh, digests=dig, vectors=vec, **provenance)
         except (OSError, LongctxError) as exc:  # read-only folder, a file in the way, a full disk, a link
             self._write_failed = True
             text = f"embedding cache {self.folder} cannot be written ({exc}); vectors are kept in memory only"

@@ -173,7 +173,10 @@ class IndexCache:
         }
         try:
             with atomic_output(path) as fh:
-                np.savez(fh, **arrays, **{PROVENANCE: np.asarray(json.dumps(record, sort_keys=True))})
+                # savez's stub types **kwds against allow_pickle too: pass the arrays as Any-valued mappings
+                stored: dict[str, Any] = arrays
+                provenance: dict[str, Any] = {PROVENANCE: np.asarray(json.dumps(record, sort_keys=True))}
+                np.savez(fh, **stored, **provenance)
         except (OSError, LongctxError) as exc:  # read-only folder, a file in the way, a full disk: a rebuild later
             self.unwritable(f"index cache {self.folder} cannot be written ({exc}); indexes are rebuilt on every run")
             return
