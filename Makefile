@@ -78,7 +78,7 @@ test: venv $(VENV)/.api-installed $(VENV)/.interop-installed browser
 # The exported needle and cross_paragraph tasks run by lm-eval 0.4.13 and by `inspect eval` (against our `serve`)
 # with SmolLM2, per-sample scores compared with ours; a few minutes, so outside the default suite (.ci/run runs it).
 test-interop: venv $(VENV)/.interop-installed
-	$(BIN)/python -m pytest -q -m interop tests/test_export_lm_eval.py tests/test_export_inspect.py $(PYTEST_ARGS)
+	$(BIN)/python -m pytest -q -m interop tests/export/test_export_lm_eval.py tests/export/test_export_inspect.py $(PYTEST_ARGS)
 
 # mypy (the dev extra) over longctx_eval and data_builders: no error beyond tools/mypy_baseline.txt.
 lint: venv
@@ -96,7 +96,7 @@ $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml constraints.txt
 # 46 min (2789 s) here on 2 cores at a load average of 4-6 from other jobs, four engine starts ~14 min of it.
 bench: venv $(VENV)/.bench-installed $(if $(wildcard $(VLLM_VENV)/.installed),$(VLLM_VENV)/.bench-installed)
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
-	$(BIN)/python -m pytest -q -m bench tests/test_bench_smoke.py
+	$(BIN)/python -m pytest -q -m bench tests/project/test_bench_smoke.py
 
 .PHONY: reference-models
 # Retrain the three position-encoding references (~23 CPU-minutes at 1 thread); never run by eval or test.
@@ -160,7 +160,7 @@ $(VLLM_VENV)/.bench-installed: $(VLLM_VENV)/.installed
 # jobs (its three engine starts took 8-10 min each there; 2-2.5 min on quiet cores, where it is ~26 min with half
 # the hf reference resumed). VLLM_TEST_HF_REF=DIR keeps the hf reference for reruns.
 test-vllm: $(VLLM_VENV)/.installed
-	$(VLLM_BIN)/python -m pytest -q -m vllm tests/test_vllm_engine.py tests/test_vllm_served.py $(PYTEST_ARGS)
+	$(VLLM_BIN)/python -m pytest -q -m vllm tests/models/vllm/test_vllm_engine.py tests/models/vllm/test_vllm_served.py $(PYTEST_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

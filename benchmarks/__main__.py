@@ -359,7 +359,7 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
         else:
             lines += [
                 f"`longctx-eval run --tasks posprobe --lengths {LENGTHS} --limit {LIMIT}` on the committed "
-                "reference models (the run `tests/test_posprobe_run.py` checks for behaviour), one model per "
+                "reference models (the run `tests/cli/test_posprobe_run.py` checks for behaviour), one model per "
                 "fresh process. `run s`: the `run` command alone; `whole process s`: interpreter start to exit.\n",
                 posprobe_table(pp),
             ]

@@ -1,4 +1,4 @@
-"""The CI-sized position probe run (`tests/test_posprobe_run.py`'s run) through `longctx-eval run`, per model.
+"""The CI-sized position probe run (`tests/cli/test_posprobe_run.py`'s run) through `longctx-eval run`, per model.
 
 12 needles at 128 / 512 / 2048 tokens on the committed reference models, RoPE unscaled and with YaRN, each model
 in a fresh process; the YaRN model's time is reported as a multiple of the unscaled one's.

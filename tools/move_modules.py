@@ -21,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 TABLES = {"longctx_eval": "longctx_eval/old_paths.py", "data_builders": "data_builders/old_paths.py"}
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".cfg", ".yml", ".yaml", ".sh", ".ini", ".js", ".css", ".json"}
-SKIP = {"LEAD-NOTES.md", *TABLES.values(), "tools/move_modules.py", "tests/test_old_paths.py"}
+SKIP = {"LEAD-NOTES.md", *TABLES.values(), "tools/move_modules.py", "tests/project/test_old_paths.py"}
 
 
 def _path(module: str, root: Path) -> Path:

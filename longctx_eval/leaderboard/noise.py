@@ -46,7 +46,9 @@ CHUNKED_TASKS = frozenset(
         "retrieval",
     }
 )
-"""Tasks whose retrievers read CHUNK_TOKENS-token chunks (tests/test_leaderboard_noise.py checks each task)."""
+"""Tasks whose retrievers read CHUNK_TOKENS-token chunks.
+
+tests/leaderboard/test_leaderboard_honesty.py checks each task."""
 CONTAINMENT_TASKS = frozenset(
     {"needle", "needle_lowlex", "needle_multikey", "needle_multiquery", "needle_multivalue", "cross_paragraph"}
 )

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LAYERS = ("longctx_eval", "data_builders", "tasks")  # each may import only itself and the layers before it
 ADAPTERS = tuple(
     f"longctx_eval.models.{name}"

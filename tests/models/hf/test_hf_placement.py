@@ -18,7 +18,7 @@ from longctx_eval.models.loader import load_model
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.sample import Request
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[3]
 NO_CUDA = not torch.cuda.is_available()
 
 

@@ -11,7 +11,7 @@ import pytest
 from longctx_eval.errors import RunFileError
 from longctx_eval.results import Coverage, RunResult, Skipped, TaskResult, read_run, write_run
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 COMMITTED_RUNS = sorted((REPO / "tests" / "data" / "runs_before_coverage").glob("*.json"))
 SCHEMA = json.loads((REPO / "leaderboards" / "schema.json").read_text())
 

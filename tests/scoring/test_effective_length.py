@@ -15,7 +15,7 @@ from longctx_eval.metrics.aggregate import mean, ratio
 from longctx_eval.results import Coverage
 from longctx_eval.scoring.effective_length import EffectiveLengthConfig, effective_lengths, longest_holding
 from longctx_eval.scoring.labels import effective_sentence, format_effective
-from tests.test_breakdowns import write_probe
+from tests.scoring.test_breakdowns import write_probe
 
 LENGTHS = (1024, 2048, 4096, 8192)
 

@@ -39,7 +39,7 @@ from longctx_eval.results import (
     write_run,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 LENGTHS = (1024, 4096)
 DEPTHS = (0.0, 0.5, 1.0)

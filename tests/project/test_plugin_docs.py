@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 DOC = REPO / "docs" / "plugins.md"
 EXAMPLES = REPO / "docs" / "examples"
 BLOCK = re.compile(r"<!-- example: (docs/examples/[\w.]+) -->\n```python\n(.*?)```", re.S)

@@ -23,7 +23,7 @@ from longctx_eval.results import read_run
 from longctx_eval.scoring.comparison import p_text
 from longctx_eval.scoring.paired_tests import MCNEMAR, mcnemar_exact
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 BOARD = ROOT / "leaderboards"
 HOSTILE = '<script>alert("x")</script> & <b>bold</b>'
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

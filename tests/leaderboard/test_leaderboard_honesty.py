@@ -41,7 +41,7 @@ from longctx_eval.results import (
 from longctx_eval.scoring.composite import composite_score
 from longctx_eval.scoring.labels import DASH
 from longctx_eval.scoring.latency import serving_section
-from tests.test_leaderboard import NOW, make_run, section
+from tests.leaderboard.test_leaderboard import NOW, make_run, section
 
 STARTED = "2025-05-01T00:00:00+00:00"
 

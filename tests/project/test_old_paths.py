@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 TABLES = ("longctx_eval/old_paths.py", "data_builders/old_paths.py")
 
 

@@ -188,7 +188,7 @@ def test_coref_score_rejects_a_different_tokenization(tmp_path: Path) -> None:
 
 def test_evaluate_module_loads_by_path() -> None:
     evaluate = pytest.importorskip("evaluate")
-    path = Path(__file__).resolve().parent.parent / "longctx_eval" / "metrics" / "coref_evaluate"
+    path = Path(__file__).resolve().parents[3] / "longctx_eval" / "metrics" / "coref_evaluate"
     metric = evaluate.load(str(path))
     out = metric.compute(predictions=[[[[0, 1], [3, 4]]]], references=[[[[0, 1], [3, 4]], [[6, 6], [8, 9]]]])
     assert out["muc_f1"] == pytest.approx(2 / 3) and out["blanc_f1"] == pytest.approx(1 / 3)

@@ -26,7 +26,7 @@ from longctx_eval.sample import Sample, Score
 from longctx_eval.scoring.contrasts import contrast_results
 from longctx_eval.scoring.resample import column_means_ci
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 SCHEMA = json.loads((REPO / "leaderboards" / "schema.json").read_text())
 
 PROBE = '''

@@ -23,10 +23,10 @@ from longctx_eval.results import (
     read_run,
     write_run,
 )
-from tests.test_breakdowns import write_probe
-from tests.test_leaderboard import NOW, make_run
+from tests.leaderboard.test_leaderboard import NOW, make_run
+from tests.scoring.test_breakdowns import write_probe
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 OLD_RUNS = REPO / "tests" / "data" / "runs_before_coverage"
 

@@ -29,7 +29,7 @@ from longctx_eval.hashing import sha256_json
 from longctx_eval.registry import Registry
 from longctx_eval.text.tokenizer import Tokenizer
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 LENGTHS = (352, 700)  # whole prompt budgets: contexts of 160 and 508 tokens (length - PROMPT_RESERVE)
 CONFIG = BuildConfig(lengths=LENGTHS, depths=4, per_cell=2, seed=3, source="synthetic")
 

@@ -1,6 +1,6 @@
 """Opt-in (`pytest -m slow`, ~25-45 CPU-minutes): retrain the three references from the script and re-probe them.
 
-The default suite checks the recipe quickly (tests/test_reference_training.py: varied lengths, padding,
+The default suite checks the recipe quickly (tests/models/test_reference_training.py: varied lengths, padding,
 a short schedule resumed bit for bit); this one reruns the full schedule against the committed weights.
 """
 
