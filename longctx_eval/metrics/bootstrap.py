@@ -9,6 +9,18 @@ import numpy as np
 N_RESAMPLES = 2000
 
 
+def replicates(
+    values: np.ndarray, reduce: Callable[[np.ndarray], float], rng: np.random.Generator, n_resamples: int = N_RESAMPLES
+) -> np.ndarray:
+    """`reduce` of `n_resamples` resamples (with replacement) of the rows of `values` (n_samples x n_fields); the
+    one home of the resampling (intervals, contrasts, effective lengths), vectorised for `column_mean`."""
+    n = values.shape[0]
+    idx = rng.integers(0, n, size=(n_resamples, n))
+    if getattr(reduce, "__name__", "") == "column_mean":
+        return values[idx, 0].mean(axis=1)
+    return np.array([reduce(values[row]) for row in idx], dtype=np.float64)
+
+
 def bootstrap_ci(
     values: np.ndarray,
     reduce: Callable[[np.ndarray], float],
@@ -25,12 +37,7 @@ def bootstrap_ci(
     if n == 1:
         v = float(reduce(arr))
         return (v, v)
-    rng = np.random.default_rng(seed)
-    idx = rng.integers(0, n, size=(n_resamples, n))
-    if getattr(reduce, "__name__", "") == "column_mean":  # vectorised fast path for the common case
-        stats = arr[idx, 0].mean(axis=1)
-    else:
-        stats = np.array([reduce(arr[row]) for row in idx])
+    stats = replicates(arr, reduce, np.random.default_rng(seed), n_resamples)
     alpha = (1.0 - level) / 2.0
     lo, hi = np.quantile(stats, [alpha, 1.0 - alpha])
     return (float(lo), float(hi))

@@ -9,10 +9,9 @@ import numpy as np
 
 from longctx_eval.errors import TaskDefinitionError
 from longctx_eval.metrics.aggregate import Metric
-from longctx_eval.metrics.bootstrap import N_RESAMPLES
+from longctx_eval.metrics.bootstrap import N_RESAMPLES, replicates
 from longctx_eval.metrics.contrast import Contrast
 from longctx_eval.results import ContrastResult
-from longctx_eval.scoring.resample import replicates
 from longctx_eval.scoring.slicing import Scored, evaluated, length_of, same_value
 
 

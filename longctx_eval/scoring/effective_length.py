@@ -20,9 +20,8 @@ import numpy as np
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.metrics.aggregate import Metric
-from longctx_eval.metrics.bootstrap import N_RESAMPLES
+from longctx_eval.metrics.bootstrap import N_RESAMPLES, replicates
 from longctx_eval.results import Coverage, EffectiveLength
-from longctx_eval.scoring.resample import replicates
 
 DEFAULT_THRESHOLD = 0.856
 DEFAULT_FRACTION = 0.85

@@ -1,25 +1,14 @@
-"""Bootstrap replicates (seeded): of one metric over a group's samples, and of many column means at once."""
+"""Bootstrap intervals of many column means at once (seeded); one metric's replicates are
+`metrics.bootstrap.replicates`."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from longctx_eval.metrics.aggregate import Reduce
 from longctx_eval.metrics.bootstrap import N_RESAMPLES
 
 BLOCK = 250
 """Resamples drawn per block in `column_means_ci`, so memory stays at BLOCK x n_samples counts."""
-
-
-def replicates(
-    values: np.ndarray, reduce: Reduce, rng: np.random.Generator, n_resamples: int = N_RESAMPLES
-) -> np.ndarray:
-    """`reduce` of `n_resamples` resamples (with replacement) of the rows of `values` (n_samples x n_fields)."""
-    n = values.shape[0]
-    idx = rng.integers(0, n, size=(n_resamples, n))
-    if getattr(reduce, "__name__", "") == "column_mean":  # vectorised, as in bootstrap_ci
-        return values[idx, 0].mean(axis=1)
-    return np.array([reduce(values[row]) for row in idx], dtype=np.float64)
 
 
 def column_means_ci(
