@@ -160,7 +160,7 @@ $(VLLM_VENV)/.bench-installed: $(VLLM_VENV)/.installed
 # jobs (its three engine starts took 8-10 min each there; 2-2.5 min on quiet cores, where it is ~26 min with half
 # the hf reference resumed). VLLM_TEST_HF_REF=DIR keeps the hf reference for reruns.
 test-vllm: $(VLLM_VENV)/.installed
-	$(VLLM_BIN)/python -m pytest -q -m vllm tests/models/vllm/test_vllm_engine.py tests/models/vllm/test_vllm_served.py $(PYTEST_ARGS)
+	$(VLLM_BIN)/python -m pytest -q -m vllm tests/models/vllm_kind/test_vllm_engine.py tests/models/vllm_kind/test_vllm_served.py $(PYTEST_ARGS)
 
 clean-venv:
 	rm -rf $(VENV)

@@ -360,3 +360,16 @@ def test_the_checker_finds_every_kind_of_back_edge(tmp_path):
         "longctx_eval.models.spec",
         "numpy",
     }
+
+
+OPTIONAL_IMPORTS = ("vllm", "lm_eval", "inspect_ai", "llama_cpp", "flash_attn", "selenium")
+"""Top-level packages of extras the product imports lazily: where one is not installed, a test folder of that name
+would be found instead (pytest puts test folders on sys.path: prepend mode, no __init__.py)."""
+
+
+def test_no_test_folder_shadows_an_optional_package() -> None:
+    """`tests/models/vllm/` made `import vllm` find an empty namespace package where vLLM is not installed, so the
+    missing-extra test skipped; the folder is `vllm_kind/`. (Names of installed dependencies, such as `openai`,
+    cannot be shadowed: a regular package wins over a namespace folder.)"""
+    folders = {p.name for p in (REPO / "tests").rglob("*") if p.is_dir()}
+    assert not folders & set(OPTIONAL_IMPORTS)

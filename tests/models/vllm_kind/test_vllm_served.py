@@ -32,7 +32,7 @@ from longctx_eval.sample import Request
 pytestmark = [pytest.mark.vllm, needs_vllm]
 
 MIN_TEXT_SHARE = 0.9
-"""As for the in-process engine (tests/models/vllm/test_vllm_engine.py): near-ties may flip under other kernels,
+"""As for the in-process engine (tests/models/vllm_kind/test_vllm_engine.py): near-ties may flip under other kernels,
 rarely."""
 NEEDLE_1K = {"needle": {"lengths": [1024], "limit": 2}}
 """Two of the grid's needle samples (the same stratified picks), so the `hf:` reference holds them."""

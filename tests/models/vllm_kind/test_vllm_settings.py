@@ -1,6 +1,6 @@
 """The `vllm:` kind without vLLM (default suite): spec options, what reaches vLLM's engine (RoPE overrides on the
 real SmolLM2 config), what is recorded, and the one-line error naming the extra where vLLM is not installed. The
-engine itself runs in tests/models/vllm/test_vllm_engine.py (`make test-vllm`)."""
+engine itself runs in tests/models/vllm_kind/test_vllm_engine.py (`make test-vllm`)."""
 
 from __future__ import annotations
 
