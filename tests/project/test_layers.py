@@ -13,6 +13,7 @@ between folders, except the one circle listed in KNOWN_FOLDER_CIRCLES.
 from __future__ import annotations
 
 import ast
+import importlib.util
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -66,23 +67,19 @@ class Edge:
         return f"{self.path.relative_to(root)}:{self.line}"
 
 
-def module_name(path: Path, root: Path) -> str:
-    """The dotted name of a file under `root` (a package's __init__.py is the package)."""
-    parts = list(path.relative_to(root).with_suffix("").parts)
-    if parts[-1] == "__init__":
-        parts.pop()
-    return ".".join(parts)
+def _import_graph():
+    """tools/import_graph.py (not a package): its module naming and relative-import resolution, one home for both."""
+    spec = importlib.util.spec_from_file_location("import_graph", REPO / "tools" / "import_graph.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules.setdefault("import_graph", module)
+    spec.loader.exec_module(module)
+    return module
 
 
-def _resolve(module: str, level: int, name: str, is_package: bool) -> str:
-    """Absolute name of `from <level dots><module>` written in module `name`; "" if it climbs above the top."""
-    if level == 0:
-        return module
-    base = name.split(".") if is_package else name.split(".")[:-1]
-    if level - 1 >= len(base):
-        return ""
-    base = base[: len(base) - (level - 1)]
-    return ".".join([*base, module] if module else base)
+_GRAPH = _import_graph()
+module_name = _GRAPH.module_name
+_resolve = _GRAPH._absolute
 
 
 def _string_target(text: str, name: str, is_package: bool, package: str | None) -> tuple[str, bool]:
