@@ -262,6 +262,10 @@ class TaskResult(_Strict):
     results: list[MetricResult]
     throughput: Throughput
     args: dict[str, Any] = Field(default_factory=dict, description="task arguments (--task-arg, suite 'args')")
+    length_args: dict[str, dict[str, Any]] | None = Field(
+        default=None,
+        description="per-length overrides of args (suite 'args_at'), length -> arguments; null = none",
+    )
     lengths: list[int] | None = Field(default=None, description="context lengths the task was asked to run")
     limit: int | None = Field(default=None, ge=0, description="--limit: samples per length, null = all")
     seed: int | None = None

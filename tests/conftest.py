@@ -11,8 +11,19 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Built samples are not shared between tests (a test may patch a builder): no disk level, memory cleared per test.
+os.environ.setdefault("LONGCTX_EVAL_SAMPLE_CACHE", "off")
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+@pytest.fixture(autouse=True)
+def _fresh_sample_cache():
+    """Each test starts with an empty in-process sample cache (`longctx_eval/run/sample_cache.py`)."""
+    from longctx_eval.run.sample_cache import clear_memory
+
+    clear_memory()
+    yield
 
 
 @pytest.fixture(scope="session")

@@ -146,7 +146,7 @@ def plans_of(args: argparse.Namespace, registry: Registry[TaskInfo]) -> Plans:
         for p in ps:
             given = p.info.check_args(cli_args.get(p.info.name, {}), "--task-arg")
             # --lengths and --limit given with a suite apply to every task in it
-            out.append(TaskPlan(p.info, lengths or p.lengths, limit or p.limit, {**p.args, **given}))
+            out.append(TaskPlan(p.info, lengths or p.lengths, limit or p.limit, **p.with_args(given)))
         plans.append((spec, out))
     check_distinct_names([spec for spec, _ in plans])
     if args.part is not None:

@@ -104,8 +104,9 @@ def strictly_less(newer: TaskResult, held: TaskResult) -> bool:
 
 
 def same_setup(a: TaskResult, b: TaskResult) -> bool:
-    """Same task version and arguments: results that only differ in how much of the grid they cover."""
-    return a.version == b.version and a.args == b.args
+    """Same task version and arguments (per-length ones too): results that only differ in how much of the grid
+    they cover."""
+    return a.version == b.version and a.args == b.args and (a.length_args or {}) == (b.length_args or {})
 
 
 def describe(task: TaskResult) -> str:

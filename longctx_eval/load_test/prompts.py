@@ -23,7 +23,7 @@ from longctx_eval.models.base import ModelAdapter
 from longctx_eval.models.openai.client import ServedRequest
 from longctx_eval.progress import status
 from longctx_eval.run.config import TaskPlan
-from longctx_eval.run.sampling import build_samples
+from longctx_eval.run.plan_samples import plan_samples
 from longctx_eval.sample import Request
 
 CACHE_SCENARIOS = ("cold", "suite", "hit")
@@ -104,16 +104,16 @@ def build_pool(
             skipped[info.name] = "not a generation task"
             continue
         try:
-            task = info.build(plan.args, lengths=plan.resolved_lengths, seed=seed, tokenizer=adapter.tokenizer)
             with status(f"building {info.name} prompts"):
-                samples = build_samples(info, task, plan.limit).samples
+                built = plan_samples(plan, seed, adapter.tokenizer)
         except TaskUnavailable as exc:
             skipped[info.name] = str(exc)
             continue
-        bound = adapter.bind(task, samples)
         names.append(info.name)
         lengths.update(plan.resolved_lengths)
-        base.extend((bound, r) for sample in samples for r in task.requests(sample))
+        for group in built.groups:
+            bound = adapter.bind(group.task, group.samples)
+            base.extend((bound, r) for sample in group.samples for r in group.task.requests(sample))
     fitting, over = [], 0
     for bound, r in base:
         n = bound.prompt_tokens(r)

@@ -16,19 +16,49 @@ from longctx_eval.task import TaskInfo
 
 @dataclass(frozen=True)
 class TaskPlan:
-    """One task of a run: lengths (None = the task's defaults), samples per length, and task arguments."""
+    """One task of a run: lengths (None = the task's defaults), samples per length, and task arguments.
+
+    `length_args` holds per-length overrides of `args` (a suite's `args_at`): length -> {argument: value}.
+    """
 
     info: TaskInfo
     lengths: tuple[int, ...] | None = None
     limit: int | None = None
     args: Mapping[str, Any] = field(default_factory=dict)
+    length_args: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def resolved_lengths(self) -> list[int]:
         return list(self.lengths or self.info.default_lengths)
 
+    @property
+    def applied_length_args(self) -> dict[int, dict[str, Any]]:
+        """The overrides of the lengths this plan runs (a length left out by --lengths has none), non-empty only."""
+        return {n: dict(self.length_args[n]) for n in self.resolved_lengths if self.length_args.get(n)}
+
+    def groups(self) -> list[tuple[list[int], dict[str, Any]]]:
+        """(lengths, arguments) per distinct set of arguments, in length order of first use: one build each."""
+        out: list[tuple[list[int], dict[str, Any]]] = []
+        overrides = self.applied_length_args
+        for n in self.resolved_lengths:
+            args = {**self.args, **overrides.get(n, {})}
+            held = next((g for g in out if g[1] == args), None)
+            if held is None:
+                out.append(([n], args))
+            else:
+                held[0].append(n)
+        return out
+
+    def with_args(self, given: Mapping[str, Any]) -> dict[str, Any]:
+        """Keyword fields of a copy whose `given` arguments (--task-arg) apply at every length, overrides too."""
+        length_args = {n: {k: v for k, v in o.items() if k not in given} for n, o in self.length_args.items()}
+        return {"args": {**self.args, **given}, "length_args": length_args}
+
     def as_dict(self) -> dict:
-        return {"name": self.info.name, "lengths": self.resolved_lengths, "limit": self.limit, "args": dict(self.args)}
+        out = {"name": self.info.name, "lengths": self.resolved_lengths, "limit": self.limit, "args": dict(self.args)}
+        if self.applied_length_args:
+            out["length_args"] = {str(n): a for n, a in self.applied_length_args.items()}
+        return out
 
 
 @dataclass(frozen=True)

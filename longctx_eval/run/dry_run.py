@@ -17,7 +17,7 @@ from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.progress import status
 from longctx_eval.run.config import RunConfig, TaskPlan
 from longctx_eval.run.cost import ModelPrice, PriceTable, output_budget, price_of
-from longctx_eval.run.sampling import build_samples
+from longctx_eval.run.plan_samples import plan_samples
 from longctx_eval.run.throughput import (  # noqa: F401  (measured_throughput, parse_assumed: also importable here)
     ThroughputModel,
     measured_throughput,
@@ -92,23 +92,23 @@ def _task_row(
     capability = info.requires.pick(adapter.capabilities)
     if capability is None:
         return DryRow(spec.name, info.name, skipped=f"model lacks capability {info.requires.describe()}")
-    task = info.build(plan.args, lengths=plan.resolved_lengths, seed=config.seed, tokenizer=adapter.tokenizer)
     with status(f"building {info.name} samples"):
-        samples = build_samples(info, task, plan.limit).samples
-    requests = [task.requests(s) for s in samples]
-    bound = adapter.bind(task, samples)
+        built = plan_samples(plan, config.seed, adapter.tokenizer)
     todo, done = [], 0
-    for s, reqs in zip(samples, requests, strict=True):
-        for r in reqs:
-            held = done_keys.get(prediction_key(info.name, info.version, f"{s.id}#{r.part}", r, adapter.identity))
-            if isinstance(held, Mapping) and held.get("status") != "error":  # as the runner: failed ones are redone
-                done += 1
-            else:
-                todo.append(r)
-    measured = [(r, bound.prompt_tokens(r)) for r in todo]
-    fits = [(r, n) for r, n in measured if not (capability.windowed and not bound.fits(r, n))]
-    prompt = sum(n for _, n in fits)
-    output = sum(output_budget(bound, r) for r, _ in fits)
+    for group in built.groups:  # as the runner: each argument group through the task built for it
+        bound = adapter.bind(group.task, group.samples)
+        for s in group.samples:
+            for r in group.task.requests(s):
+                key = prediction_key(info.name, info.version, f"{s.id}#{r.part}", r, adapter.identity)
+                held = done_keys.get(key)
+                if isinstance(held, Mapping) and held.get("status") != "error":  # failed ones are redone
+                    done += 1
+                else:
+                    todo.append((bound, r))
+    measured = [(b, r, b.prompt_tokens(r)) for b, r in todo]
+    fits = [(b, r, n) for b, r, n in measured if not (capability.windowed and not b.fits(r, n))]
+    prompt = sum(n for _, _, n in fits)
+    output = sum(output_budget(b, r) for b, r, _ in fits)
     return DryRow(
         model=spec.name,
         task=info.name,
@@ -116,7 +116,7 @@ def _task_row(
         done=done,
         over_window=len(measured) - len(fits),
         prompt_tokens=prompt,
-        max_prompt_tokens=max((n for _, n in fits), default=0),
+        max_prompt_tokens=max((n for _, _, n in fits), default=0),
         max_output_tokens=output,
         cost_usd=priced.cost(prompt, output),
         seconds=throughput.seconds(prompt, output),

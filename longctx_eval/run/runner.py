@@ -28,7 +28,8 @@ from longctx_eval.provenance import environment, suite_info
 from longctx_eval.results import Skipped, failure_summary, task_failed
 from longctx_eval.run.config import RunConfig, TaskPlan
 from longctx_eval.run.cost import Budget, BudgetStop, output_budget
-from longctx_eval.run.sampling import build_samples, dataset_hash
+from longctx_eval.run.plan_samples import plan_samples
+from longctx_eval.run.sampling import dataset_hash
 from longctx_eval.run_folder.lock import RunFolderBusy, RunLock
 from longctx_eval.run_folder.manifest import Manifest, TaskEntry, now_iso, read_manifest, write_manifest
 from longctx_eval.run_folder.naming import check_same_identity, check_same_model, run_dir_for
@@ -215,13 +216,19 @@ def _run_task(
         return Skipped(task=info.name, reason=refusal, kind="capability")
     started = now_iso()
     try:
-        task = info.build(plan.args, lengths=plan.resolved_lengths, seed=config.seed, tokenizer=adapter.tokenizer)
         with status(f"building {info.name} samples"):
-            built = build_samples(info, task, plan.limit)
+            built = plan_samples(plan, config.seed, adapter.tokenizer)
     except TaskUnavailable as exc:
         return Skipped(task=info.name, reason=str(exc), kind="missing_data")
+    for group in built.groups:
+        if group.origin != "built":
+            where = "this process's memory" if group.origin == "memory" else "the sample cache on disk"
+            lengths = ", ".join(map(str, group.lengths))
+            console.print(
+                f"{info.name}: samples at {lengths} read from {where} ({group.seconds:.1f} s)", highlight=False
+            )
     samples = built.samples
-    requests = [task.requests(s) for s in samples]
+    requests = [g.task.requests(s) for g in built.groups for s in g.samples]
     keys = [
         [prediction_key(info.name, info.version, f"{s.id}#{r.part}", r, adapter.identity) for r in reqs]
         for s, reqs in zip(samples, requests, strict=True)
@@ -237,6 +244,7 @@ def _run_task(
         lengths=plan.resolved_lengths,
         limit=plan.limit,
         args=dict(plan.args),
+        length_args={str(n): a for n, a in plan.applied_length_args.items()},
         seed=config.seed,
         started=started,
         samples_sha256=samples_sha,
@@ -247,7 +255,22 @@ def _run_task(
     manifest.skipped.pop(info.name, None)  # an earlier run's skip no longer explains this task
     write_manifest(run_dir, manifest)
     t0 = time.perf_counter()
-    warnings = _generate(info, task, samples, requests, keys, adapter, capability, store, config.budget)
+    warnings: list[str] = []
+    start = 0
+    for group in built.groups:  # each argument group is served with the task built for it
+        end = start + len(group.samples)
+        warnings += _generate(
+            info,
+            group.task,
+            group.samples,
+            requests[start:end],
+            keys[start:end],
+            adapter,
+            capability,
+            store,
+            config.budget,
+        )
+        start = end
     manifest.tasks[info.name] = entry.model_copy(
         update={"status": "generated", "seconds": round(time.perf_counter() - t0, 3), "warnings": warnings}
     )

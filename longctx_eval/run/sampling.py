@@ -30,7 +30,11 @@ def _key(sample: Sample) -> Hashable:
 
 def build_samples(info: TaskInfo, task: Task, limit: int | None) -> SampleSet:
     """Every sample of the task, checked, then at most `limit` per length spread evenly over its strata."""
-    everything = list(task.samples())
+    return choose_samples(info, list(task.samples()), limit)
+
+
+def choose_samples(info: TaskInfo, everything: Sequence[Sample], limit: int | None) -> SampleSet:
+    """A task's full sample set (built, or read back from the sample cache) checked, then limited per length."""
     for s in everything:
         if s.metadata.get("target_tokens") is None:
             raise TaskDefinitionError(
@@ -44,7 +48,7 @@ def build_samples(info: TaskInfo, task: Task, limit: int | None) -> SampleSet:
             + "; expected a unique id per sample"
         )
     planned = Counter(stratum_of(s) for s in everything)
-    chosen = everything if limit is None else _stratified(everything, limit)
+    chosen = list(everything) if limit is None else _stratified(everything, limit)
     return SampleSet(chosen, dict(planned))
 
 

@@ -10,11 +10,11 @@ from pathlib import Path
 
 from longctx_eval.errors import ConfigError, did_you_mean
 from longctx_eval.registry import Registry
-from longctx_eval.run.config import TaskPlan, check_limit
+from longctx_eval.run.config import TaskPlan, check_limit, parse_lengths
 from longctx_eval.task import TaskInfo
 
 SUITES = Path(__file__).resolve().parents[1] / "suites"
-TASK_KEYS = frozenset({"lengths", "limit", "args"})
+TASK_KEYS = frozenset({"lengths", "limit", "args", "args_at"})
 
 
 def suite_path(name: str) -> Path:
@@ -69,4 +69,30 @@ def _plan(path: Path, spec: str, task: str, opts: object, registry: Registry[Tas
     if not isinstance(args, dict):
         raise ConfigError(f"{where}: args must be a table of task arguments, e.g. args = {{ source = 'synthetic' }}")
     checked = info.check_args(args, where)
-    return TaskPlan(info, tuple(lengths) if lengths else None, check_limit(opts.get("limit"), where), checked)
+    planned = tuple(lengths) if lengths else info.default_lengths
+    length_args = _length_args(where, opts.get("args_at", {}), planned, info)
+    return TaskPlan(
+        info, tuple(lengths) if lengths else None, check_limit(opts.get("limit"), where), checked, length_args
+    )
+
+
+def _length_args(where: str, table: object, lengths: tuple[int, ...], info: TaskInfo) -> dict[int, dict[str, object]]:
+    """`args_at = { 1048576 = { per_cell = 2 } }` (or `1M = ...`): per-length overrides of `args`, checked like it."""
+    example = "args_at = { 1048576 = { per_cell = 2 } }"
+    if not isinstance(table, dict):
+        raise ConfigError(f"{where}: args_at must be a table of lengths, e.g. {example}")
+    out: dict[int, dict[str, object]] = {}
+    for raw, overrides in table.items():
+        try:
+            parsed = parse_lengths(raw)
+        except ConfigError:
+            parsed = None
+        length = parsed[0] if parsed and len(parsed) == 1 else None
+        if length is None or length not in lengths:
+            raise ConfigError(
+                f"{where}: args_at.{raw}: not one of the task's lengths {list(lengths)}; expected e.g. {example}"
+            )
+        if not isinstance(overrides, dict) or not overrides:
+            raise ConfigError(f"{where}: args_at.{raw} must be a non-empty table of task arguments, e.g. {example}")
+        out[length] = info.check_args(overrides, f"{where} args_at.{raw}")
+    return out

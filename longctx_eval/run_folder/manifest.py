@@ -39,6 +39,8 @@ class TaskEntry(_Record):
     lengths: list[int]
     limit: int | None = None
     args: dict[str, Any] = Field(default_factory=dict)
+    length_args: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per-length overrides of `args` (a suite's `args_at`) for the lengths that ran: str(length) -> arguments."""
     seed: int
     started: str
     seconds: float = 0.0
@@ -48,8 +50,9 @@ class TaskEntry(_Record):
     warnings: list[str] = Field(default_factory=list)
 
     def config(self) -> dict[str, Any]:
-        """What identifies this task's results: name, version, capability, lengths, limit, arguments, seed."""
-        return {
+        """What identifies this task's results: name, version, capability, lengths, limit, arguments, seed
+        (and per-length arguments where there are any, so a configuration without them hashes as before)."""
+        out = {
             "name": self.name,
             "version": self.version,
             "capability": self.capability,
@@ -58,6 +61,9 @@ class TaskEntry(_Record):
             "args": self.args,
             "seed": self.seed,
         }
+        if self.length_args:
+            out["length_args"] = self.length_args
+        return out
 
     def config_hash(self, identity: dict[str, Any]) -> str:
         return sha256_json({**self.config(), "model_identity": identity})

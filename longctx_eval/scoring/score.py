@@ -312,6 +312,7 @@ def _score_task(
             **timing_fields(store.records[k] for _, keys in pairs for k in keys),  # hf: prefill/decode, TTFT, memory
         ),
         args=entry.args,
+        length_args=entry.length_args or None,
         lengths=entry.lengths,
         limit=entry.limit,
         seed=entry.seed,
