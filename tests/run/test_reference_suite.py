@@ -30,9 +30,9 @@ def reference():
     return {spec: {p.info.name: p for p in plans} for spec, plans in load_suite("reference", discover()).items()}
 
 
-def _n_per_length(plan) -> int:
-    """Samples per length the plan asks for, from its arguments (the generators' own counts)."""
-    args, name = plan.args, plan.info.name
+def _n_per_length(plan, length: int | None = None) -> int:
+    """Samples per length the plan asks for at `length`, from its arguments there (the generators' own counts)."""
+    args, name = {**plan.args, **plan.length_args.get(length, {})}, plan.info.name
     if name in ("needle", "needle_multikey", "needle_lowlex"):
         return args["depths"] * args["per_cell"]
     if name in ("needle_multivalue", "needle_multiquery"):
@@ -42,7 +42,7 @@ def _n_per_length(plan) -> int:
     raise AssertionError(name)
 
 
-def test_every_retriever_cell_has_at_least_100_samples(reference):
+def test_every_retriever_cell_has_at_least_100_samples_and_50_at_1m(reference):
     for spec in RETRIEVERS:
         tasks = reference[spec]
         assert set(tasks) == {
@@ -56,11 +56,15 @@ def test_every_retriever_cell_has_at_least_100_samples(reference):
         }
         for name, plan in tasks.items():
             assert plan.lengths == (8192, 32768, 131072, 1048576) and plan.limit is None, (spec, name)
-            if name == "cross_paragraph":
-                for n in plan.lengths:
-                    assert grid_size([n], [2, 3, 4], plan.args["per_cell"]) >= 100, (spec, n)
-            else:
-                assert _n_per_length(plan) >= 100, (spec, name)
+            assert set(plan.length_args) == {1048576}, (spec, name)  # 8K-128K: the base arguments
+            for n in plan.lengths:
+                least = 50 if n == 1048576 else 100
+                if name == "cross_paragraph":
+                    per_cell = {**plan.args, **plan.length_args.get(n, {})}["per_cell"]
+                    assert grid_size([n], [2, 3, 4], per_cell) >= least, (spec, n)
+                else:
+                    assert _n_per_length(plan, n) >= least, (spec, name, n)
+            assert len(plan.groups()) == 2 and plan.groups()[0][0] == [8192, 32768, 131072]
 
 
 def test_smollm2_and_rag_cells(reference):
