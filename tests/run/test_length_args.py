@@ -79,3 +79,15 @@ def test_a_run_with_args_at_records_it_and_keeps_the_keys_of_unchanged_lengths(t
     a, b = keys("a"), keys("b")
     assert a[448] == b[448] and len(a[448]) == 2  # the unchanged length: the same samples, the same keys
     assert len(b[512]) == 3 and b[512] != a[512]  # 512 ran with its override
+
+
+@pytest.mark.parametrize(
+    ("task", "args"), [("cross_paragraph", {"per_cell": 1}), ("retrieval", {}), ("needle_lowlex", {"depths": 3})]
+)
+def test_a_lengths_samples_do_not_depend_on_the_other_lengths_built_with_it(task, args, minilm_tokenizer):
+    """Why a group of unchanged lengths keeps its samples (and keys): each length is built as if alone."""
+    info = discover().get(task)
+    both = list(info.build(args, lengths=[1024, 2048], seed=0, tokenizer=minilm_tokenizer).samples())
+    for n in (1024, 2048):
+        alone = list(info.build(args, lengths=[n], seed=0, tokenizer=minilm_tokenizer).samples())
+        assert alone and alone == [s for s in both if s.metadata["target_tokens"] == n]
