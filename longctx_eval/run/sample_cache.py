@@ -6,7 +6,8 @@ minilm?rerank=maxsim all use MiniLM's) gets the same samples, so they are built 
 
 The key (`sample_key`) is everything the samples depend on: the task's name, version, arguments, lengths and
 seed; the tokenizer's name (samples record it) and the sha256 of its serialized form; the sha256 of the .py
-files of the task's own folder (a plugin in the user's folder included), of `data_builders/` and of
+files of the task's own folder (a plugin in the user's folder included: the module and the helpers beside it;
+everything below a package plugin's folder), of `data_builders/` and of
 `longctx_eval/text/` (hashed once per process), and the versions of the libraries samples are computed with.
 Editing a builder, a task or a helper of it, or upgrading a library, is a miss. `--limit` is not in the key:
 the full set is cached and the limit applied after.
@@ -98,15 +99,23 @@ def _py_files(folder: Path, depth: int = 4) -> list[Path]:
 
 
 @cache
-def folder_sha256(folder: Path) -> str:
-    """sha256 over the relative paths and bytes of the .py files below `folder` (once per process and folder)."""
-    parts = []
-    for path in _py_files(folder):
+def folder_sha256(folder: Path, depth: int = 4) -> str:
+    """sha256 over the relative paths and bytes of the .py files below `folder`, `depth` folders down (0: its own
+    files only), once per process and folder."""
+    parts: list[list[str | None]] = []
+    for path in _py_files(folder, depth):
         try:
             parts.append([str(path.relative_to(folder)), hashlib.sha256(path.read_bytes()).hexdigest()])
         except OSError:
             parts.append([str(path.relative_to(folder)), None])
     return sha256_json(parts)
+
+
+def task_sources_sha256(source: Path) -> str:
+    """A task module's folder's own .py files (the module and its `_helper.py` modules); for a package plugin
+    (`name/__init__.py`) everything below it."""
+    folder = source.resolve().parent
+    return folder_sha256(folder, 4 if source.name == "__init__.py" else 0)
 
 
 def _package_folder(name: str) -> Path | None:
@@ -151,7 +160,7 @@ def sample_key(
             "tokenizer": None
             if tokenizer is None
             else {"name": tokenizer.name, "sha256": tokenizer.sha256, "class": type(tokenizer).__qualname__},
-            "task_sources": folder_sha256(source.resolve().parent),
+            "task_sources": task_sources_sha256(source),
             "builders": builder_sources(),
         }
     except (TypeError, ValueError):  # an argument JSON cannot hold exactly
