@@ -166,3 +166,28 @@ def test_prune_drops_least_recently_used_first(tmp_path):
     deleted = prune(tmp_path, 150, keep=tmp_path / "new.json.gz")
     assert [p.name for p in deleted] == ["old.json.gz", "mid.json.gz"]
     assert (tmp_path / "link.json.gz").is_symlink()  # a link is never counted or deleted
+
+
+@pytest.mark.slow  # two suite runs of two models: about 30 s idle, 78 s on busy cores
+def test_a_suite_run_shares_samples_in_memory_and_a_later_process_reads_the_disk(tmp_path, monkeypatch, capsys):
+    """Through the runner: bm25 builds, the oracle (also MiniLM's tokenizer) reads memory, a fresh process disk."""
+    import json
+
+    from longctx_eval.cli import main
+
+    monkeypatch.setenv(sample_cache.FOLDER_ENV, str(tmp_path / "cache"))
+    suite = tmp_path / "two.toml"
+    needle = 'needle = { lengths = [448], args = { depths = 2, source = "synthetic" } }'
+    suite.write_text(f"[bm25]\n{needle}\n[oracle]\n{needle}\n")
+    assert main(["run", "--suite", str(suite), "--out", str(tmp_path / "out")]) == 0
+    assert "needle: samples at 448 read from this process's memory" in capsys.readouterr().err
+    sample_cache.clear_memory()  # as a new process
+    assert main(["run", "--suite", str(suite), "--out", str(tmp_path / "again")]) == 0
+    assert "needle: samples at 448 read from the sample cache on disk" in capsys.readouterr().err
+    hashes = {
+        json.loads((tmp_path / out / m / "run.json").read_text())["tasks"][0]["dataset_hash"]
+        for out in ("out", "again")
+        for m in ("bm25", "oracle")
+    }
+    assert len(hashes) == 1
+    assert len(list((tmp_path / "cache").glob("*.json.gz"))) == 1
