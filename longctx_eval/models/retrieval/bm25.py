@@ -85,9 +85,11 @@ class BM25Indexer:
         query_tokens = self._bm25s.tokenize([query], stopwords="en", show_progress=False)
         id_to_term = {i: t for t, i in query_tokens.vocab.items()}
         terms = [id_to_term[i] for i in query_tokens.ids[0]]
-        if not terms:
+        retriever = self._retriever(index, key)
+        ids = retriever.get_tokens_ids(terms)  # what get_scores does first: the terms the index holds
+        if not ids:  # none (bm25s scores zeros, or refuses an index without any term)
             return np.zeros(int(index["num_docs"]))
-        return np.asarray(self._retriever(index, key).get_scores(terms), dtype=np.float64)
+        return np.asarray(retriever.get_scores_from_ids(ids), dtype=np.float64)
 
 
 class BM25Retriever(ChunkRetriever):

@@ -28,17 +28,26 @@ def assemble(chunks: Sequence[ChunkTerms], terms: Sequence[str], k1: float, b: f
     empty = np.empty(0, dtype=np.int64)
     ids = np.concatenate([c.ids for c in chunks]) if n_docs else empty
     tf = (np.concatenate([c.counts for c in chunks]) if n_docs else empty).astype(np.float32)
+    # One stable sort by term id: each term's entries together, in chunk order (a term occurs once per chunk).
+    n_entries = len(ids)
+    perm = np.argsort(ids, kind="stable")
+    sorted_ids = ids[perm]
+    new_term = np.ones(n_entries, dtype=bool)
+    np.not_equal(sorted_ids[1:], sorted_ids[:-1], out=new_term[1:])
+    starts = np.flatnonzero(new_term)
+    doc_freqs_by_id = np.diff(starts, append=n_entries)
     # The document's vocabulary, by first occurrence (bm25s.tokenize numbers terms as it meets them).
-    distinct, first, where = np.unique(ids, return_index=True, return_inverse=True)
-    by_first = np.argsort(first, kind="stable")
-    local = np.empty(len(distinct), dtype=np.int64)
-    local[by_first] = np.arange(len(distinct))
-    cols = local[where.reshape(-1)]
+    by_first = np.argsort(perm[starts], kind="stable")
+    n_vocab = len(starts)
+    local = np.empty(n_vocab, dtype=np.int64)
+    local[by_first] = np.arange(n_vocab)
+    group = np.cumsum(new_term) - 1
+    cols = np.empty(n_entries, dtype=np.int64)
+    cols[perm] = local[group]
     rows = np.repeat(np.arange(n_docs, dtype=np.int32), per_doc)
-    n_vocab = len(distinct)
+    doc_freqs = doc_freqs_by_id[by_first]
     # Weights as bm25s's `_build_scores_and_indices_for_matrix` computes them, operation by operation.
     avg_doc_len = lengths.mean() if n_docs else np.float64(0.0)
-    doc_freqs = np.bincount(cols, minlength=n_vocab)
     idf = np.zeros(n_vocab, dtype=np.float32)
     freq_values, freq_of = np.unique(doc_freqs, return_inverse=True)
     logs = [math.log(1 + (n_docs - df + 0.5) / (df + 0.5)) for df in freq_values.tolist()]
@@ -48,14 +57,15 @@ def assemble(chunks: Sequence[ChunkTerms], terms: Sequence[str], k1: float, b: f
     tf64 = tf.astype(np.float64)
     tfc = tf64 / (length_norm[rows] + tf64)
     weights = (idf[cols].astype(np.float64) * tfc).astype(np.float32)
-    # CSC by (term, chunk), as bm25s's numpy builder sorts them.
+    # CSC: columns by term (vocabulary order), chunks ascending within a column, as bm25s's numpy builder sorts.
     indptr = np.zeros(n_vocab + 1, dtype=np.int64)
-    np.cumsum(np.bincount(cols, minlength=n_vocab), out=indptr[1:])
-    sorter = np.argsort((cols.astype(np.int64) << 32) | rows.astype(np.int64))
-    vocab = [terms[i] for i in distinct[by_first].tolist()] + [""]
+    np.cumsum(doc_freqs, out=indptr[1:])
+    csc = np.empty(n_entries, dtype=np.int64)
+    csc[indptr[local[group]] + (np.arange(n_entries) - starts[group])] = perm
+    vocab = [terms[i] for i in sorted_ids[starts][by_first].tolist()] + [""]
     return {
-        "data": weights[sorter],
-        "indices": rows[sorter],
+        "data": weights[csc],
+        "indices": rows[csc],
         "indptr": indptr,
         "num_docs": np.asarray(n_docs, dtype=np.int64),
         "vocab": np.asarray(vocab, dtype=str),
