@@ -1,12 +1,12 @@
 """Per distinct chunk text, its BM25 terms as `bm25s.tokenize` makes them, kept so a chunk is tokenized once.
 
 A chunk's terms (bm25s's defaults with `stopwords="en"`): lowercase the text, take every match of
-`TOKEN_PATTERN`, drop the English stopwords; no stemming. Kept per distinct text: the ids of its distinct terms
-in a process-wide vocabulary, in the order they first occur (as `collections.Counter` and bm25s's vocabulary
-order them), their counts, and the chunk's length in terms. Documents that share chunks (one haystack with a
-needle at many depths) tokenize only the chunks they do not share; `bm25_arrays.assemble` builds the index from
-these counts. Memory only: an LRU bounded in bytes, and a vocabulary that starts again (with the counts) past
-`VOCABULARY_KEPT` terms.
+`TOKEN_PATTERN`, drop the English stopwords; no stemming. Kept per distinct text: the ids of its distinct
+terms in a process-wide vocabulary (the id values are arbitrary), in the order they first occur in the chunk
+(as `collections.Counter` and bm25s's vocabulary order them), their counts, and the chunk's length in terms.
+Documents that share chunks (one haystack with a needle at many depths) tokenize only the chunks they do not
+share; `bm25_arrays.assemble` builds the index from these counts. Memory only: an LRU bounded in bytes, and a
+vocabulary that starts again (with the counts) past `VOCABULARY_KEPT` terms.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import sys
 from collections import Counter, OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import islice
 
 import numpy as np
 
@@ -56,16 +57,19 @@ class TermCounts:
         if len(self._vocabulary) > VOCABULARY_KEPT:
             self.clear()
         out = []
+        memory = self._memory
         for text in texts:
-            held = self._memory.get(text)
+            held = memory.get(text)
             if held is None:
                 held = self._tokenize(text)
                 self._remember(text, held)
                 self.tokenized += 1
             else:
-                self._memory.move_to_end(text)
+                memory.move_to_end(text)
                 self.reused += 1
             out.append(held)
+        if len(self.terms) < len(self._vocabulary):  # ids are insertion order: the new terms are the last ones
+            self.terms.extend(islice(self._vocabulary, len(self.terms), None))
         return out
 
     def clear(self) -> None:
@@ -77,18 +81,15 @@ class TermCounts:
 
     def _tokenize(self, text: str) -> ChunkTerms:
         stop = self._stopwords
-        counted = [(term, n) for term, n in Counter(self._split(text.lower())).items() if term not in stop]
-        vocabulary, terms = self._vocabulary, self.terms
-        ids = np.empty(len(counted), dtype=np.int64)
-        counts = np.empty(len(counted), dtype=np.int64)
-        for i, (term, n) in enumerate(counted):
-            got = vocabulary.get(term)
-            if got is None:
-                got = vocabulary[term] = len(terms)
-                terms.append(term)
-            ids[i] = got
-            counts[i] = n
-        return ChunkTerms(ids, counts, int(counts.sum()))
+        tokens = [t for t in self._split(text.lower()) if t not in stop]
+        counted = Counter(tokens)  # keys in first-occurrence order, which the index's vocabulary follows
+        vocabulary = self._vocabulary
+        new = [t for t in counted if t not in vocabulary]
+        if new:
+            vocabulary.update(zip(new, range(len(vocabulary), len(vocabulary) + len(new)), strict=True))
+        n = len(counted)
+        ids = np.fromiter(map(vocabulary.__getitem__, counted), dtype=np.int64, count=n)
+        return ChunkTerms(ids, np.fromiter(counted.values(), dtype=np.int64, count=n), len(tokens))
 
     def _remember(self, text: str, terms: ChunkTerms) -> None:
         size = sys.getsizeof(text) + terms.ids.nbytes + terms.counts.nbytes + _ENTRY_OVERHEAD

@@ -216,3 +216,24 @@ def test_bm25_retriever_hits_equal_the_bm25s_build_path(needles, monkeypatch):
         assert got.data["index_cache"] == want.data["index_cache"]
     assert [p.data["index_cache"] for p in assembled] == ["built"] * len(needles) + ["memory"]
     assert assembled[0].hits and assembled[0].hits[0].score > 0
+
+
+def test_the_chunk_tokenizer_is_bm25s_tokenize_with_its_defaults():
+    """term_counts re-implements bm25s.tokenize's splitting: pinned to the installed bm25s's own defaults."""
+    import inspect
+
+    from bm25s.stopwords import STOPWORDS_EN
+
+    from data_builders.retrieval.card import TOKEN_PATTERN as CARD_PATTERN
+    from longctx_eval.models.retrieval.term_counts import TOKEN_PATTERN
+
+    defaults = inspect.signature(bm25s.tokenize).parameters
+    assert TOKEN_PATTERN == CARD_PATTERN == defaults["token_pattern"].default
+    assert defaults["lower"].default is True and defaults["stemmer"].default is None
+    counts = _fresh()
+    text = "Ünïcode ÀND the Straße, x2 ab_c 42 a1 -- it's O'Neil's"
+    (terms,) = counts.of([text])
+    got = [counts.terms[i] for i in terms.ids.tolist()]
+    (want,) = bm25s.tokenize([text], stopwords="en", show_progress=False, return_ids=False)
+    assert got == list(dict.fromkeys(want)) and terms.length == len(want)
+    assert counts._stopwords == frozenset(STOPWORDS_EN)
