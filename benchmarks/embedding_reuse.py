@@ -14,8 +14,15 @@ with an empty index-cache folder, one request per sample in depth order (as the 
 A second child counts the chunks that differ between the bare haystack (cut to L tokens) and each sample,
 for the greedy rule and for `resync` (`text/chunking.py`), with no model loaded.
 
+`--bm25` serves the samples with `bm25` instead, in one process, and builds each sample's index twice,
+interleaved (the order alternating per sample): assembled from the cached per-chunk term counts (what `bm25`
+does, `models/retrieval/bm25_arrays.py`) and by bm25s itself (`bm25s_arrays`, what it did before); both arrays
+must be equal (`==`, dtypes and shapes too). Per sample: both build seconds, the sample's seconds with either
+build (everything else, chunking included, is shared), chunks tokenized / reused and the load average.
+
     python -m benchmarks.embedding_reuse                    # 131,072 tokens, 100 samples
     python -m benchmarks.embedding_reuse --length 1048576   # the issue's 1M-token haystack (~10 min of MiniLM idle)
+    python -m benchmarks.embedding_reuse --bm25 --samples 25 --length 1048576   # bm25: assembled vs bm25s
     python -m benchmarks --parts embedding_reuse            # inside `make bench`
 """
 
@@ -268,7 +275,137 @@ def diff_job(params: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-JOBS = {"build": build_job, "serve": serve_job, "diff": diff_job}
+def bm25_job(params: dict[str, Any]) -> dict[str, Any]:
+    """Serve every sample with `bm25`, each index built both ways (assembled, bm25s), interleaved; see the module."""
+    os.environ["LONGCTX_EVAL_INDEX_CACHE"] = params["cache"]
+    import numpy as np
+
+    from data_builders.needle.grid import RETRIEVAL
+    from longctx_eval.models.kinds import MODEL_KINDS
+    from longctx_eval.models.retrieval.bm25_arrays import bm25s_arrays
+    from longctx_eval.models.spec import parse_spec
+    from longctx_eval.sample import Request
+
+    hay, rows = _contexts(params)
+    spec = parse_spec(params.get("spec", "bm25"))
+    adapter = MODEL_KINDS.get(spec.kind).load(spec)
+    indexer = adapter.indexers[-1]  # bm25's only indexer, hybrid's second
+    assembled_build = indexer.build
+    counts = indexer.term_counts
+    timing: dict[str, Any] = {}
+
+    def both_builds(texts: list[str]) -> Any:
+        runs = {
+            "assembled": lambda: assembled_build(texts),
+            "bm25s": lambda: bm25s_arrays(texts, indexer.k1, indexer.b),
+        }
+        order = ["bm25s", "assembled"] if timing["sample"] % 2 == 0 else ["assembled", "bm25s"]
+        got = {}
+        for name in order:
+            t0 = time.perf_counter()
+            got[name] = runs[name]()
+            timing[name] = time.perf_counter() - t0
+        a, b = got["assembled"], got["bm25s"]
+        timing["equal"] = set(a) == set(b) and all(
+            a[k].dtype == b[k].dtype and a[k].shape == b[k].shape and np.array_equal(a[k], b[k]) for k in a
+        )
+        return a
+
+    indexer.build = both_builds  # type: ignore[method-assign]
+    per: list[dict[str, Any]] = []
+    for i, row in enumerate(rows):
+        timing.clear()
+        timing["sample"] = i
+        tokenized, reused = counts.tokenized, counts.reused
+        question = QUESTION.format(key=row["key"])
+        req = Request(f"s{i}", question, context_of(hay, row), question, retrieval=RETRIEVAL)
+        t0 = time.perf_counter()
+        adapter.prompt_tokens(req)  # the runner measures every request's length first
+        pred = adapter.retrieve([req])[0]
+        seconds = time.perf_counter() - t0
+        if "equal" not in timing:
+            raise RuntimeError(f"sample {i}: its bm25 index was not built (a cache hit?); the comparison needs a build")
+        per.append(
+            {
+                "build_assembled_s": round(timing["assembled"], 4),
+                "build_bm25s_s": round(timing["bm25s"], 4),
+                "sample_s": round(seconds - timing["bm25s"], 4),
+                "sample_bm25s_s": round(seconds - timing["assembled"], 4),
+                "arrays_equal": timing["equal"],
+                "chunks": (pred.data or {}).get("chunks"),
+                "tokenized": counts.tokenized - tokenized,
+                "reused": counts.reused - reused,
+                "load_1min": round(os.getloadavg()[0], 2),
+            }
+        )
+        if i == 0 or (i + 1) % 5 == 0:
+            print(f"  sample {i + 1}/{len(rows)}: {json.dumps(per[-1])}", file=sys.stderr, flush=True)
+    return {"spec": params.get("spec", "bm25"), "samples": len(per), **bm25_summary(per), "per_sample": per}
+
+
+def bm25_summary(per: list[dict[str, Any]]) -> dict[str, Any]:
+    """First sample, and the mean (and median) of the others, for each of the per-sample seconds; ratios."""
+    out: dict[str, Any] = {"all_arrays_equal": all(p["arrays_equal"] for p in per)}
+    rest = per[1:]
+    for field in ("build_assembled_s", "build_bm25s_s", "sample_s", "sample_bm25s_s"):
+        out[field] = {
+            "first": per[0][field],
+            "rest_mean": round(statistics.mean(p[field] for p in rest), 4) if rest else None,
+            "rest_median": round(statistics.median(p[field] for p in rest), 4) if rest else None,
+        }
+    if rest:
+        b = out["build_bm25s_s"]["rest_mean"] / max(out["build_assembled_s"]["rest_mean"], 1e-9)
+        s = out["sample_bm25s_s"]["rest_mean"] / max(out["sample_s"]["rest_mean"], 1e-9)
+        out["rest_build_speedup"] = round(b, 2)
+        out["rest_sample_speedup"] = round(s, 2)
+    out["tokenized_rest_mean"] = round(statistics.mean(p["tokenized"] for p in rest), 2) if rest else None
+    loads = [p["load_1min"] for p in per]
+    out["load_1min"] = {"median": statistics.median(loads), "min": min(loads), "max": max(loads)}
+    return out
+
+
+def run_bm25_reuse(length: int = LENGTH, samples: int = 25, seed: int = 0, source: str = "austen") -> dict[str, Any]:
+    """Build the samples, then serve them with `bm25` in a fresh process, both builds per sample."""
+    import tempfile
+
+    params = {"length": length, "samples": samples, "seed": seed, "source": source}
+    out: dict[str, Any] = {**params, "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
+    log(f"embedding_reuse --bm25: {samples} needle samples of {length:,} tokens")
+    out["build"] = spawn("build", params)
+    if "error" not in out["build"]:
+        with tempfile.TemporaryDirectory(prefix="index-cache-") as cache:
+            out["run"] = spawn("bm25", {**params, "cache": cache})
+    out["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
+    return out
+
+
+def bm25_table(result: dict[str, Any]) -> str:
+    """Markdown: the first sample and the mean of the others, assembled against bm25s, and the exactness check."""
+    r = result.get("run", {})
+    if "error" in r or not r:
+        return f"bm25 run failed: {r.get('error', result.get('build', {}).get('error'))}\n"
+    load = r["load_1min"]
+    lines = [
+        f"{r['samples']} needle samples of {result['length']:,} tokens on one haystack; load average (1 min) "
+        f"{load['median']} [{load['min']}, {load['max']}]; arrays equal in every sample: "
+        f"{'yes' if r['all_arrays_equal'] else '**no**'}; chunks tokenized per later sample: "
+        f"{r['tokenized_rest_mean']}",
+        "",
+        "| seconds | bm25s (before) first | assembled first | bm25s later (mean) | assembled later (mean) | ratio |",
+        "|---|---|---|---|---|---|",
+    ]
+    for label, old, new, ratio in (
+        ("index build", "build_bm25s_s", "build_assembled_s", "rest_build_speedup"),
+        ("whole sample", "sample_bm25s_s", "sample_s", "rest_sample_speedup"),
+    ):
+        lines.append(
+            f"| {label} | {r[old]['first']:.3f} | {r[new]['first']:.3f} | {r[old]['rest_mean']:.3f} | "
+            f"{r[new]['rest_mean']:.3f} | {r.get(ratio)}x |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+JOBS = {"build": build_job, "serve": serve_job, "diff": diff_job, "bm25": bm25_job}
 TIMEOUT_S = 4 * 3600
 
 
@@ -393,12 +530,25 @@ def main(argv: list[str] | None = None) -> int:
         help="check N random chunk vectors of the last sample instead of serving two samples again without any "
         "cache (at 1M tokens each such pass is a full embedding pass)",
     )
+    p.add_argument(
+        "--bm25",
+        action="store_true",
+        help="serve the samples with bm25, each index assembled from cached term counts and built by bm25s",
+    )
     p.add_argument("--out", type=Path, default=None, help="default: benchmarks/results/embedding_reuse[-1m].json")
     args = p.parse_args(argv)
     from benchmarks.environment import environment
     from longctx_eval.atomic_io import atomic_write_text
 
     started = time.perf_counter()
+    if args.bm25:
+        bm25 = run_bm25_reuse(args.length, args.samples, source=args.source)
+        meta = {"environment": environment(REPO), "seconds": round(time.perf_counter() - started, 1)}
+        out = args.out or REPO / "benchmarks" / "results" / f"embedding_reuse-bm25-{args.length}.json"
+        atomic_write_text(out, json.dumps({**meta, "embedding_reuse_bm25": bm25}, indent=1) + "\n")
+        out.chmod(0o644)
+        print(bm25_table(bm25))
+        return 0 if bm25.get("run", {}).get("all_arrays_equal") else 1
     result = run_embedding_reuse(
         args.length, args.samples, tuple(args.specs.split(",")), source=args.source, vector_check=args.vector_check
     )

@@ -154,6 +154,10 @@ def forward(package: str, target: str) -> Callable[[str], Any]:
         if not hasattr(module, name):
             raise AttributeError(f"module {package!r} has no attribute {name!r}")
         _warn(f"{package}.{name}", f"{target}.{name}")
-        return getattr(module, name)
+        value = getattr(module, name)
+        # Kept on the package: `from package import name` looks a name up twice (hasattr, then the import), and
+        # one old name should warn once, not twice.
+        setattr(sys.modules[package], name, value)
+        return value
 
     return __getattr__

@@ -27,7 +27,9 @@ from longctx_eval.leaderboard.grid import (
     depths,
     has_depth,
     lengths,
+    lengths_text,
     lookup,
+    pooled_lengths_of,
     primary_metric,
     ranked,
     task_names,
@@ -142,10 +144,12 @@ def _depth_figure(task: str, entries: Sequence[RunResult], metric: str, min_n: i
     for ax in axes[len(models) :]:
         ax.remove()
     image = None
+    all_label, own = _pooled_labels(task, models)
     for ax, entry, grid in zip(axes, models, grids, strict=False):
         image = _heatmap(ax, grid, vmin, vmax)
-        ax.set_title(wrapped(entry.model.name, width), fontsize=10)
-        _ticks(ax, [length_label(c) for c in col_keys], [f"{d:.0%}" for d in row_keys])
+        title = entry.model.name + (f" (all = {own[id(entry)]})" if id(entry) in own and pooled_cols else "")
+        ax.set_title(wrapped(title, width), fontsize=10)
+        _ticks(ax, [all_label if c is None else length_label(c) for c in col_keys], [f"{d:.0%}" for d in row_keys])
         ax.set_xlabel("context length (tokens)")
         ax.set_ylabel("needle depth")
     assert image is not None  # models is non-empty: ncols above would have divided by zero
@@ -166,12 +170,24 @@ def _model_figure(task: str, entries: Sequence[RunResult], metric: str, min_n: i
     fig = Figure(figsize=(width, max(2.4, 0.45 * len(models) + 1.5) + _legend_height(flat)), layout="constrained")
     ax = fig.subplots()
     image = _heatmap(ax, grid, vmin, vmax)
-    _ticks(ax, [length_label(c) for c in col_keys], [e.model.name for e in models])
+    all_label, own = _pooled_labels(task, models)
+    names = [e.model.name + (f" (all = {own[id(e)]})" if id(e) in own else "") for e in models]
+    _ticks(ax, [all_label if c is None else length_label(c) for c in col_keys], names)
     ax.set_xlabel("context length (tokens)")
     ax.set_title(wrapped(f"{task}: {metric} by length", width - 1.5, 11), fontsize=11)
     fig.colorbar(image, ax=ax, shrink=0.85, label=metric)
     _legend(fig, flat, min_n)
     return fig
+
+
+def _pooled_labels(task: str, models: Sequence[RunResult]) -> tuple[str, dict[int, str]]:
+    """The 'all' column's label, and per model (by id) the lengths its 'all' cell pools when models differ: a
+    pooled cell over 8K-32K must not read as comparable with one over 8K-128K."""
+    pooled = {id(e): pooled_lengths_of(t) for e in models if (t := task_of(e, task)) is not None}
+    known = [p for p in pooled.values() if p is not None]
+    if known and len(known) == len(pooled) and all(p == known[0] for p in known):
+        return f"all\n({lengths_text(known[0])})", {}
+    return "all", {k: lengths_text(p) for k, p in pooled.items() if p is not None}
 
 
 def cell_marks(grid: Sequence[Sequence[Cell]]) -> dict[str, int]:

@@ -268,7 +268,8 @@ def model_page(entry: RunResult, site: SiteInput, links: Links) -> str:
     facts = [
         ("spec", m.spec),
         ("kind", m.kind),
-        ("revision", m.revision),
+        # A local model's revision is the folder it was loaded from (its identity is the weights' sha256).
+        ("loaded from" if m.revision and m.revision.startswith("/") else "revision", m.revision),
         ("params", format_params(m.params) if m.params is not None else None),
         ("dtype", m.dtype),
         ("tokenizer", m.tokenizer),

@@ -11,10 +11,10 @@ import hashlib
 import inspect
 import json
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 
@@ -28,6 +28,7 @@ from longctx_eval.results import (
     EffectiveLength,
     MetricResult,
     RunResult,
+    ServingStats,
     Skipped,
     TaskResult,
     Throughput,
@@ -326,8 +327,7 @@ def _score_task(
         curves=curve_results(scored, task.curves),
         contrasts=contrast_results(scored, task.contrasts, {m.name: m for m in task.metrics}),
         effective_length=_effective(scored, primary, effective, covered),
-        # served models only; pydantic validates the plain dict into ServingStats
-        serving=cast(Any, serving_section(store.records[k] for _, keys in pairs for k in keys)),
+        serving=_serving(store.records[k] for _, keys in pairs for k in keys),  # served models only
     )
     result = with_composite(result, primary.name, [s for s, _ in scored], records, composite)  # served runs only
     write_scores(scores_path(run_dir, entry.name), records)
@@ -447,3 +447,9 @@ def print_summary(report: ScoreReport, announced: Iterable[str] = ()) -> None:
         console.print(f"  [yellow]warning[/yellow] {w}", highlight=False)
     for err in report.errors:
         console.print(f"  [red]error[/red] {err}", highlight=False)
+
+
+def _serving(records: Iterable[Mapping[str, Any]]) -> ServingStats | None:
+    """The run file's serving section of a served model's task, validated here; None for in-process models."""
+    section = serving_section(records)
+    return None if section is None else ServingStats.model_validate(section)

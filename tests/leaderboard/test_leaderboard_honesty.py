@@ -142,6 +142,22 @@ def test_low_n_marks_in_the_heatmap_and_no_sort_key_on_the_site(tmp_path: Path) 
     assert 'data-sort="0.9"' in html
 
 
+def test_the_heatmap_all_column_names_the_lengths_each_model_pools() -> None:
+    # One pooled cell over 1K-2K beside one over 1K-4K must not read as the same thing.
+    same = [_run(m, [_task("alpha", {1024: (0.5, 40), 2048: (0.5, 40)})]) for m in ("a", "b")]
+    fig = task_figure("alpha", same)
+    assert fig is not None
+    ax = panel_axes(fig)[0]
+    assert [t.get_text() for t in ax.get_xticklabels()][-1] == "all\n(1K, 2K)"
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["a", "b"]
+    mixed = [same[0], _run("c", [_task("alpha", {1024: (0.5, 40), 2048: (0.5, 40), 4096: (0.5, 40)})])]
+    fig = task_figure("alpha", mixed)
+    assert fig is not None
+    ax = panel_axes(fig)[0]
+    assert [t.get_text() for t in ax.get_xticklabels()][-1] == "all"
+    assert sorted(t.get_text() for t in ax.get_yticklabels()) == ["a (all = 1K, 2K)", "c (all = 1K, 2K, 4K)"]
+
+
 def test_min_n_flag_is_checked(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exc:
         main(["leaderboard", str(tmp_path), "--out", str(tmp_path / "lb"), "--min-n", "0"])

@@ -138,6 +138,13 @@ def test_site_files_and_escaping(site: Path) -> None:
     assert (site / "index.html") in hostile and any(p.name.startswith("model-") for p in hostile)
 
 
+def test_model_pages_call_a_local_folder_what_it_is(site: Path) -> None:
+    """A local model's recorded revision is the folder it was loaded from; a package's is a version."""
+    local = (site / "model-tiny-alibi.html").read_text()
+    assert '<th scope="row">loaded from</th>' in local and '<th scope="row">revision</th>' not in local
+    assert '<th scope="row">revision</th><td>bm25s==' in (site / "model-bm25.html").read_text()
+
+
 def test_cli_writes_site_beside_board(tmp_path: Path) -> None:
     """`update_leaderboard(..., site=DIR)` (the CLI's --site) renders plots, copies them in, drops stale pages."""
     run = sorted((BOARD / "runs").glob("tiny-alibi__*.json"))[-1]

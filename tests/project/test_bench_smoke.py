@@ -158,3 +158,16 @@ def test_embedding_reuse_part_runs_small_and_is_exact(tmp_path: Path) -> None:
         assert run["chunks_looked_up"] > 0 and run["chunks_embedded"] < 3 * run["chunks_per_sample"]
         assert all(e["hits_equal"] for e in run["exact"].values()) and len(run["exact"]) == 2
     assert not (tmp_path / "embedding_reuse.json").exists()  # another length never replaces the default's file
+
+
+def test_embedding_reuse_bm25_mode_builds_both_ways_and_they_are_equal(tmp_path: Path) -> None:
+    """`--bm25` on a 2,048-token haystack and 3 samples: assembled and bm25s arrays equal, later samples reuse."""
+    from benchmarks.embedding_reuse import main
+
+    out = tmp_path / "bm25.json"
+    assert main(["--bm25", "--length", "2048", "--samples", "3", "--out", str(out)]) == 0
+    run = json.loads(out.read_text())["embedding_reuse_bm25"]["run"]
+    assert run["all_arrays_equal"] and run["samples"] == 3
+    first, *later = run["per_sample"]
+    assert first["reused"] == 0 and first["tokenized"] == first["chunks"]
+    assert all(p["reused"] > 0 and p["tokenized"] < p["chunks"] for p in later)

@@ -12,8 +12,10 @@ from longctx_eval.models.base import model_meta
 from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.options import BM25Options
 from longctx_eval.models.rerankers import load_reranker
+from longctx_eval.models.retrieval.bm25_arrays import assemble
 from longctx_eval.models.retrieval.chunk_retriever import ChunkRetriever
 from longctx_eval.models.retrieval.index_cache import Arrays
+from longctx_eval.models.retrieval.term_counts import shared_term_counts
 
 _RESTORED_KEPT = 8
 
@@ -25,30 +27,23 @@ class BM25Indexer:
 
     def __init__(self, k1: float, b: float) -> None:
         import bm25s
+        from bm25s.stopwords import STOPWORDS_EN
 
         self._bm25s = bm25s
         self.k1 = k1
         self.b = b
         self._restored: OrderedDict[str, Any] = OrderedDict()
+        self.term_counts = shared_term_counts(STOPWORDS_EN)
+        """Each distinct chunk text's terms, shared by every BM25 index of the process."""
 
     def identity(self) -> dict[str, Any]:
         return {"kind": "bm25", "k1": self.k1, "b": self.b, "stopwords": "en", "bm25s": self._bm25s.__version__}
 
     def build(self, texts: list[str]) -> dict[str, np.ndarray]:
-        corpus_tokens = self._bm25s.tokenize(texts, stopwords="en", show_progress=False)
-        retriever = self._bm25s.BM25(k1=self.k1, b=self.b)
-        retriever.index(corpus_tokens, show_progress=False)
-        vocab = sorted(retriever.vocab_dict.items(), key=lambda kv: kv[1])
-        if [i for _, i in vocab] != list(range(len(vocab))):
-            raise RuntimeError("bm25s returned a vocabulary whose ids are not 0..n-1; this bm25s is not supported")
-        s = retriever.scores
-        return {
-            "data": np.asarray(s["data"]),
-            "indices": np.asarray(s["indices"]),
-            "indptr": np.asarray(s["indptr"]),
-            "num_docs": np.asarray(s["num_docs"], dtype=np.int64),
-            "vocab": np.asarray([t for t, _ in vocab], dtype=str),
-        }
+        """The bm25s index of these chunks, assembled from their cached term counts (`bm25_arrays.assemble`: the
+        arrays `bm25s_arrays` would build, bit for bit), so only chunks not seen before are tokenized."""
+        counts = self.term_counts.of(texts)
+        return assemble(counts, self.term_counts.terms, self.k1, self.b)
 
     def check(self, index: Arrays, n_chunks: int) -> str | None:
         names = {"data", "indices", "indptr", "num_docs", "vocab"}
@@ -90,9 +85,11 @@ class BM25Indexer:
         query_tokens = self._bm25s.tokenize([query], stopwords="en", show_progress=False)
         id_to_term = {i: t for t, i in query_tokens.vocab.items()}
         terms = [id_to_term[i] for i in query_tokens.ids[0]]
-        if not terms:
+        retriever = self._retriever(index, key)
+        ids = retriever.get_tokens_ids(terms)  # what get_scores does first: the terms the index holds
+        if not ids:  # none (bm25s scores zeros, or refuses an index without any term)
             return np.zeros(int(index["num_docs"]))
-        return np.asarray(self._retriever(index, key).get_scores(terms), dtype=np.float64)
+        return np.asarray(retriever.get_scores_from_ids(ids), dtype=np.float64)
 
 
 class BM25Retriever(ChunkRetriever):

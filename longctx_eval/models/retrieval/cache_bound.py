@@ -2,7 +2,10 @@
 
 One bound covers the whole folder: the index entries (`<folder>/<ab>/<key>.npz`) and the chunk-vector packs
 below it (`<folder>/embeddings/<namespace>/<pack>.npz`), so `LONGCTX_EVAL_INDEX_CACHE_MB` is what the folder
-holds at most. A read refreshes a file's modification time (its last use). The walk never enters a linked
+holds at most. A read refreshes a file's modification time (its last use). Index entries go before packs
+(each in least-recently-used order): an entry is assembled again from the packs and the term counts in well
+under a second, while a pruned pack means embedding its chunks again, and the 1M-token BM25 entries of the
+reference suite (6 MB each, hundreds of them) would otherwise push every pack out. The walk never enters a linked
 folder and never counts or deletes a link, so nothing outside the folder is ever deleted; temporary files of
 writes in progress (`.name.tmp`) are left alone.
 """
@@ -39,13 +42,22 @@ def cached_files(root: Path) -> list[tuple[float, int, Path]]:
     return out
 
 
+PACKS = "embeddings"
+"""The folder below the cache root that holds the chunk-vector packs."""
+
+
 def prune(root: Path, bound: int, keep: Path) -> list[Path]:
-    """Delete the least recently used files below `root` (never `keep`) until they hold at most `bound`
-    bytes; the paths deleted."""
+    """Delete files below `root` (never `keep`), index entries before packs and each least recently used
+    first, until they hold at most `bound` bytes; the paths deleted."""
     files = cached_files(root)
     total = sum(size for _, size, _ in files)
     deleted: list[Path] = []
-    for _, size, path in sorted(files):
+
+    def order(item: tuple[float, int, Path]) -> tuple[bool, float, str]:
+        used, _, path = item
+        return (path.relative_to(root).parts[0] == PACKS, used, str(path))
+
+    for _, size, path in sorted(files, key=order):
         if total <= bound:
             break
         if path == keep:

@@ -112,6 +112,25 @@ def test_one_bound_covers_entries_and_packs(tmp_path):
     assert np.array_equal(vectors, fake_embed(texts)) and reuse.looked_up + reuse.embedded == 50
 
 
+def test_the_bound_prunes_index_entries_before_packs(tmp_path):
+    # Packs cost an embedding pass to make again, entries an assembly: entries go first, even newer ones.
+    folder = tmp_path / "index"
+    cache = IndexCache(folder, disk_bytes=1 << 30)
+    cache.embeddings().vectors(NS, [f"chunk {j}" for j in range(50)], fake_embed, dim=8, unit=True)
+    packs = {p for _, _, p in cached_files(folder)}
+    for i in range(4):
+        cache.get_or_build(f"{i:02d}" + "e" * 62, lambda i=i: {"a": np.full(2000, i, dtype=np.float32)})
+    entries = sorted(((used, p) for used, _, p in cached_files(folder) if p not in packs))
+    assert len(entries) == 4
+    pack_bytes = sum(size for _, size, p in cached_files(folder) if p in packs)
+    one = max(size for _, size, p in cached_files(folder) if p not in packs)
+    bounded = IndexCache(folder, disk_bytes=pack_bytes + 2 * one)
+    bounded.get_or_build("ff" + "e" * 62, lambda: {"a": np.zeros(2000, dtype=np.float32)})
+    left = {p for _, _, p in cached_files(folder)}
+    assert packs <= left  # every pack kept
+    assert [p in left for _, p in entries] == [False, False, False, True]  # the oldest entries went first
+
+
 def test_the_bound_never_deletes_through_a_link(tmp_path):
     folder = tmp_path / "index"
     outside = tmp_path / "outside"
