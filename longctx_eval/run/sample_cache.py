@@ -163,7 +163,7 @@ def sample_key(
             "task_sources": task_sources_sha256(source),
             "builders": builder_sources(),
         }
-    except (TypeError, ValueError):  # an argument JSON cannot hold exactly
+    except (TypeError, ValueError, AttributeError):  # an argument JSON cannot hold, a tokenizer without a hash
         return None
     return sha256_json(record)
 
