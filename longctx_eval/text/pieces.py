@@ -23,7 +23,7 @@ from __future__ import annotations
 import functools
 import json
 from collections import OrderedDict
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -116,12 +116,19 @@ def _token_memo(tokenizer: Any) -> _Memo | None:
     return memo
 
 
-def token_offsets(tokenizer: Any, text: str) -> tuple[np.ndarray, np.ndarray]:
+class TokenOffsets(NamedTuple):
+    """Start and end character offsets of every token of a text (int64 arrays); `len(starts)` is its token count."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+
+
+def token_offsets(tokenizer: Any, text: str) -> TokenOffsets:
     """Start and end character offsets of every token of `text` (int64), as `tokenizer.offset_arrays` gives."""
     memo = _token_memo(tokenizer) if len(text) >= MIN_CHARS else None
     if memo is None:
         starts, ends = tokenizer.offset_arrays(text)
-        return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+        return TokenOffsets(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
     cuts = paragraph_cuts(text)
     all_starts, all_ends = [], []
     for lo, hi in zip(cuts, cuts[1:], strict=False):
@@ -134,8 +141,8 @@ def token_offsets(tokenizer: Any, text: str) -> tuple[np.ndarray, np.ndarray]:
         all_starts.append(got[0].astype(np.int64) + lo)
         all_ends.append(got[1].astype(np.int64) + lo)
     if not all_starts:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate(all_starts), np.concatenate(all_ends)
+        return TokenOffsets(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    return TokenOffsets(np.concatenate(all_starts), np.concatenate(all_ends))
 
 
 def token_count(tokenizer: Any, text: str) -> int:
