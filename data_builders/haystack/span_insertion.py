@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,8 +33,47 @@ _SENTENCE_END = re.compile(r"(?:\.[\"'\u201d\u2019)\]]?|[!?])(?=\s+[\"'\u201c\u2
 _ABBREVIATIONS = frozenset(_words("Mr Mrs Ms Dr St Mt Jr Sr Prof Rev Capt Col Gen Lt Sgt No vs etc cf Fig Vol"))
 
 
+_RESTART = re.compile(r"\n\n(?=\S)")
+"""Where a paragraph begins: the scan of sentence ends can restart there (see `sentence_ends`)."""
+_MEMO_CHARS = 20_000
+"""Shorter texts are scanned whole."""
+_ENDS: OrderedDict[str, tuple[int, ...]] = OrderedDict()
+_ENDS_MAX = 200_000
+"""Paragraphs whose sentence ends are kept (least recently used dropped first): over ten 1M-token haystacks."""
+
+
 def sentence_ends(text: str, limit: int) -> list[int]:
-    """Character positions in text[:limit] right after a sentence or paragraph end, plus 0."""
+    """Character positions in text[:limit] right after a sentence or paragraph end, plus 0.
+
+    Long texts are scanned paragraph by paragraph through a memo (`text_sentence_ends` on the whole text gives the
+    same list; tested): a paragraph start `c` (after a blank line, before a non-space) is a point where the scan
+    restarts unchanged, since no match covers the whitespace before it and a match's look-ahead crosses into the
+    next paragraph by at most two characters. So the ends in [lo, hi) between two such starts depend on
+    text[lo:hi + 2] alone, and the samples sharing a haystack scan only their new paragraphs."""
+    if limit < _MEMO_CHARS:
+        return text_sentence_ends(text, limit)
+    out, lo = [0], 0
+    for m in _RESTART.finditer(text, 0, limit):
+        hi = m.end()
+        if hi + 2 > limit:
+            break
+        piece = text[lo : hi + 2]
+        got = _ENDS.get(piece)
+        if got is None:
+            got = tuple(e for e in text_sentence_ends(piece, len(piece)) if 0 < e <= hi - lo)
+            _ENDS[piece] = got
+            if len(_ENDS) > _ENDS_MAX:
+                _ENDS.popitem(last=False)
+        else:
+            _ENDS.move_to_end(piece)
+        out.extend(lo + e for e in got)
+        lo = hi
+    out.extend(lo + e for e in text_sentence_ends(text[lo:limit], limit - lo) if e > 0)
+    return out
+
+
+def text_sentence_ends(text: str, limit: int) -> list[int]:
+    """`sentence_ends` scanning the whole of text[:limit] at once (the reference for the memoised scan)."""
     ends = [0]
     for m in _SENTENCE_END.finditer(text, 0, limit):
         i = j = m.start()

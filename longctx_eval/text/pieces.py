@@ -130,7 +130,7 @@ def token_offsets(tokenizer: Any, text: str) -> TokenOffsets:
         starts, ends = tokenizer.offset_arrays(text)
         return TokenOffsets(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
     cuts = paragraph_cuts(text)
-    all_starts, all_ends = [], []
+    all_starts, all_ends, shifts = [], [], []
     for lo, hi in zip(cuts, cuts[1:], strict=False):
         piece = text[lo:hi]
         got = memo.get(piece)
@@ -138,11 +138,15 @@ def token_offsets(tokenizer: Any, text: str) -> TokenOffsets:
             s, e = tokenizer.offset_arrays(piece)
             got = (np.asarray(s, dtype=np.int32), np.asarray(e, dtype=np.int32))
             memo.put(piece, got, got[0].nbytes + got[1].nbytes)
-        all_starts.append(got[0].astype(np.int64) + lo)
-        all_ends.append(got[1].astype(np.int64) + lo)
+        all_starts.append(got[0])
+        all_ends.append(got[1])
+        shifts.append(lo)
     if not all_starts:
         return TokenOffsets(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
-    return TokenOffsets(np.concatenate(all_starts), np.concatenate(all_ends))
+    # Each piece's offsets shifted by where it starts: one concatenation and one addition for all of them.
+    shift = np.repeat(np.asarray(shifts, dtype=np.int64), [len(a) for a in all_starts])
+    starts = np.concatenate(all_starts).astype(np.int64) + shift
+    return TokenOffsets(starts, np.concatenate(all_ends).astype(np.int64) + shift)
 
 
 def token_count(tokenizer: Any, text: str) -> int:
