@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from bisect import bisect_left, bisect_right
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -37,9 +36,9 @@ _RESTART = re.compile(r"\n\n(?=\S)")
 """Where a paragraph begins: the scan of sentence ends can restart there (see `sentence_ends`)."""
 _MEMO_CHARS = 20_000
 """Shorter texts are scanned whole."""
-_ENDS: OrderedDict[str, tuple[int, ...]] = OrderedDict()
+_ENDS: dict[str, tuple[int, ...]] = {}
 _ENDS_MAX = 200_000
-"""Paragraphs whose sentence ends are kept (least recently used dropped first): over ten 1M-token haystacks."""
+"""Paragraphs whose sentence ends are kept (the oldest dropped first): over ten 1M-token haystacks."""
 
 
 def sentence_ends(text: str, limit: int) -> list[int]:
@@ -62,10 +61,8 @@ def sentence_ends(text: str, limit: int) -> list[int]:
         if got is None:
             got = tuple(e for e in text_sentence_ends(piece, len(piece)) if 0 < e <= hi - lo)
             _ENDS[piece] = got
-            if len(_ENDS) > _ENDS_MAX:
-                _ENDS.popitem(last=False)
-        else:
-            _ENDS.move_to_end(piece)
+            if len(_ENDS) > _ENDS_MAX:  # the oldest first
+                del _ENDS[next(iter(_ENDS))]
         out.extend(lo + e for e in got)
         lo = hi
     out.extend(lo + e for e in text_sentence_ends(text[lo:limit], limit - lo) if e > 0)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
@@ -182,9 +182,9 @@ def _target_score(query: Sequence[str], doc: Sequence[str], df: dict[str, int], 
     return float(total[0])
 
 
-_TERMS: OrderedDict[str, tuple[int, frozenset[str]]] = OrderedDict()
+_TERMS: dict[str, tuple[int, frozenset[str]]] = {}
 _TERMS_MAX = 160_000
-"""Sentences whose statistics are kept (least recently used dropped first): about four 1M-token haystacks."""
+"""Sentences whose statistics are kept (the oldest dropped first): about four 1M-token haystacks."""
 
 
 def sentence_terms(sentences: Sequence[str]) -> list[tuple[int, frozenset[str]]]:
@@ -196,12 +196,9 @@ def sentence_terms(sentences: Sequence[str]) -> list[tuple[int, frozenset[str]]]
         tokenized = bm25s.tokenize(new, stopwords=list(STOPWORDS), show_progress=False, return_ids=False)
         for sentence, toks in zip(new, tokenized, strict=True):
             _TERMS[sentence] = (len(toks), frozenset(toks))
-    out = []
-    for s in sentences:
-        out.append(_TERMS[s])
-        _TERMS.move_to_end(s)
-    while len(_TERMS) > _TERMS_MAX:
-        _TERMS.popitem(last=False)
+    out = [_TERMS[s] for s in sentences]
+    while len(_TERMS) > _TERMS_MAX:  # the oldest first
+        del _TERMS[next(iter(_TERMS))]
     return out
 
 
