@@ -173,6 +173,19 @@ def run_build(corpus: Corpus | None, depths: int, backends: list[str], args: arg
     return out
 
 
+def _keep_committed_build(args: argparse.Namespace, build: dict[str, Any]) -> dict[str, Any]:
+    """The committed build.json's steps not run this time, and its sample-builder cells not measured again."""
+    path = args.out / "build.json"
+    if not path.is_file():
+        return build
+    kept = json.loads(path.read_text()).get("build", {})
+    out = {**kept, **build} if "assemble" not in args.build_steps.split(",") else {**build}
+    old, new = kept.get("samples", {}), build.get("samples", {})
+    if "cells" in old and "cells" in new and old.get("baseline") == new.get("baseline"):
+        out["samples"] = {**new, "cells": {**old["cells"], **new["cells"]}}
+    return out
+
+
 def run_build_speed(args: argparse.Namespace) -> dict[str, Any]:
     """Old (the baseline commit's packages, `git archive`d) and new (this checkout) in alternating fresh processes,
     per (task, length): per-sample seconds, their ratio, and whether both built the same samples (dataset hash)."""
@@ -519,9 +532,7 @@ def main(argv: list[str] | None = None) -> int:
         parts["semantic"] = run_semantic(corpus, args.semantic_fraction, args.chonkie_fraction, args.semantic_threads)
     if "build" in wanted:
         parts["build"] = run_build(corpus, args.build_depths, args.build_backends.split(","), args)
-        if "assemble" not in args.build_steps.split(",") and (args.out / "build.json").is_file():
-            kept = json.loads((args.out / "build.json").read_text()).get("build", {})  # the steps not run
-            parts["build"] = {**{k: v for k, v in kept.items() if k != "samples"}, **parts["build"]}
+        parts["build"] = _keep_committed_build(args, parts["build"])
     if "coref" in wanted:
         parts["coref"] = run_coref()
     if "sources" in wanted:
