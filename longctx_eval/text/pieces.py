@@ -108,13 +108,13 @@ def _separable_json(serialized: str) -> bool:
 
 
 def _token_memo(tokenizer: Any) -> _Memo | None:
+    """The tokenizer's memo, or None where it is not separable (decided once per tokenizer object: serializing a
+    large tokenizer to decide costs more than encoding a short text)."""
     memo = getattr(tokenizer, "_piece_memo", None)
     if memo is None:
-        if not separable(tokenizer):
-            return None
-        memo = _Memo(MEMO_BYTES)
+        memo = _Memo(MEMO_BYTES) if separable(tokenizer) else False
         tokenizer._piece_memo = memo
-    return memo
+    return None if memo is False else memo
 
 
 class TokenOffsets(NamedTuple):
