@@ -187,7 +187,8 @@ def speed_lines(speed: dict[str, Any]) -> list[str]:
         f"task in a fresh process, old (commit {speed['baseline'][:7]}) and new in alternating processes. `first`: "
         "the first sample (it builds the haystack); `later`: the mean of the others. Medians over the runs; the "
         "load average (1 min) is the median at the start and end of each process. `same`: both built "
-        "identical samples (`dataset_hash`).\n",
+        "identical samples (`dataset_hash`). cross_paragraph builds a chain's `cross` and `same` samples together, "
+        "so every other sample costs nothing and `later` is half a pair's time.\n",
         "| task | length | old first s | new first s | old later s | new later s | later old/new | load | same |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
