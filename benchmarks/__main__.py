@@ -341,6 +341,8 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
             lines += _reuse_lines(parts["embedding_reuse"], meta["out_dir"])
         if "vllm" in parts:
             lines += _vllm_lines(parts["vllm"])
+        if "samples" in parts.get("build", {}):
+            lines += ["## Building samples\n", *report.speed_lines(parts["build"]["samples"])]
         return "\n".join(lines)
     lines = [
         "# Benchmark results (`make bench`)\n",
