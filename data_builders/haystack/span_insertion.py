@@ -37,8 +37,8 @@ _RESTART = re.compile(r"\n\n(?=\S)")
 _MEMO_CHARS = 20_000
 """Shorter texts are scanned whole."""
 _ENDS: dict[str, tuple[int, ...]] = {}
-_ENDS_MAX = 200_000
-"""Paragraphs whose sentence ends are kept (the oldest dropped first): over ten 1M-token haystacks."""
+_ENDS_MAX = 100_000
+"""Paragraphs whose sentence ends are kept (the oldest dropped first): about eight 1M-token haystacks."""
 
 
 def sentence_ends(text: str, limit: int) -> list[int]:
