@@ -59,6 +59,12 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--semantic-threads", type=int, default=1, help="torch threads for every semantic method")
     p.add_argument("--build-depths", type=int, default=3, help="needle samples built at the full length")
     p.add_argument("--build-backends", default="tiktoken,hf", help="GPT-2 backends to build with: tiktoken,hf")
+    p.add_argument("--build-steps", default="assemble,samples", help="build: assemble (and the dataset), samples")
+    p.add_argument("--build-speed-tasks", default="needle,needle_lowlex,cross_paragraph", help="build samples: tasks")
+    p.add_argument("--build-speed-lengths", default="131072,1048576", help="build samples: lengths (MiniLM tokens)")
+    p.add_argument("--build-speed-samples", type=int, default=4, help="build samples: samples timed per process")
+    p.add_argument("--build-speed-runs", type=int, default=2, help="build samples: old/new process pairs per cell")
+    p.add_argument("--build-baseline", default=BUILD_BASELINE, help="build samples: the commit timed as `old`")
     p.add_argument("--ruler-lengths", default="1024,2048,4096", help="peer_ruler: lengths, comma-separated")
     p.add_argument("--ruler-samples", type=int, default=4, help="peer_ruler: samples per length, each tool")
     p.add_argument("--reuse-length", type=int, default=131_072, help="embedding_reuse: haystack MiniLM tokens")
@@ -144,9 +150,19 @@ def run_semantic(corpus: Corpus, ours_fraction: float, chonkie_fraction: float, 
     return out
 
 
-def run_build(corpus: Corpus, depths: int, backends: list[str]) -> dict[str, Any]:
-    """Per tokenizer backend: assemble one exact-length document, then build the needle dataset and chunk a sample."""
+BUILD_BASELINE = "07d452c82c1f41532d1249525edfa01d05663ab9"
+"""The last commit before sample building went through the paragraph memo and per-sentence BM25 statistics."""
+
+
+def run_build(corpus: Corpus | None, depths: int, backends: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """Per tokenizer backend: assemble one exact-length document, then build the needle dataset and chunk a sample;
+    and (step `samples`) the tasks' sample builders, this checkout against the baseline commit's."""
     out: dict[str, Any] = {}
+    steps = args.build_steps.split(",")
+    if "samples" in steps:
+        out["samples"] = run_build_speed(args)
+    if "assemble" not in steps or corpus is None:
+        return out
     for backend in backends:
         base = {"source": corpus.source, "tokens": corpus.tokens, "seed": corpus.seed, "backend": backend}
         log(f"build ({backend}): assemble {corpus.tokens:,} tokens")
@@ -155,6 +171,50 @@ def run_build(corpus: Corpus, depths: int, backends: list[str]) -> dict[str, Any
         dataset = run_child("build", {**base, "step": "dataset", "depths": depths})
         out[backend] = {"assemble": assemble, "dataset": dataset}
     return out
+
+
+def _keep_committed_build(args: argparse.Namespace, build: dict[str, Any]) -> dict[str, Any]:
+    """The committed build.json's steps not run this time, and its sample-builder cells not measured again."""
+    path = args.out / "build.json"
+    if not path.is_file():
+        return build
+    kept = json.loads(path.read_text()).get("build", {})
+    out = {**kept, **build} if "assemble" not in args.build_steps.split(",") else {**build}
+    old, new = kept.get("samples", {}), build.get("samples", {})
+    if "cells" in old and "cells" in new and old.get("baseline") == new.get("baseline"):
+        out["samples"] = {**new, "cells": {**old["cells"], **new["cells"]}}
+    return out
+
+
+def run_build_speed(args: argparse.Namespace) -> dict[str, Any]:
+    """Old (the baseline commit's packages, `git archive`d) and new (this checkout) in alternating fresh processes,
+    per (task, length): per-sample seconds, their ratio, and whether both built the same samples (dataset hash)."""
+    import subprocess
+    import tempfile
+
+    cells: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        base = Path(tmp)
+        archive = subprocess.run(
+            ["git", "-C", str(REPO), "archive", args.build_baseline, "longctx_eval", "data_builders", "tasks"],
+            capture_output=True,
+            check=False,
+        )
+        if archive.returncode != 0:
+            return {"error": f"git archive {args.build_baseline}: {archive.stderr.decode(errors='replace').strip()}"}
+        subprocess.run(["tar", "-x", "-C", tmp], input=archive.stdout, check=True)
+        for task in args.build_speed_tasks.split(","):
+            for length in (int(x) for x in args.build_speed_lengths.split(",")):
+                params = {"step": "samples", "task": task, "length": length, "seed": 0}
+                params["samples"] = args.build_speed_samples
+                runs: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
+                for i in range(args.build_speed_runs):
+                    for which in ("old", "new") if i % 2 == 0 else ("new", "old"):
+                        log(f"build samples: {task} at {length:,}, {which} (run {i + 1})")
+                        code = base if which == "old" else None
+                        runs[which].append(run_child("build", params, timeout_s=1800, code=code))
+                cells[f"{task}@{length}"] = {"task": task, "length": length, **runs, **report.speed_summary(runs)}
+    return {"baseline": args.build_baseline, "samples_per_process": args.build_speed_samples, "cells": cells}
 
 
 def run_sources(corpus: Corpus) -> dict[str, Any]:
@@ -281,6 +341,8 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
             lines += _reuse_lines(parts["embedding_reuse"], meta["out_dir"])
         if "vllm" in parts:
             lines += _vllm_lines(parts["vllm"])
+        if "samples" in parts.get("build", {}):
+            lines += ["## Building samples\n", *report.speed_lines(parts["build"]["samples"])]
         return "\n".join(lines)
     lines = [
         "# Benchmark results (`make bench`)\n",
@@ -335,7 +397,10 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
             "sample's context is materialized, chunked and indexed, and its needle looked up through the index.\n",
         ]
         for backend, steps in parts["build"].items():
-            lines += [f"GPT-2 via {backend}:\n", report.build_table(steps)]
+            if backend != "samples":
+                lines += [f"GPT-2 via {backend}:\n", report.build_table(steps)]
+        if "samples" in parts["build"]:
+            lines += report.speed_lines(parts["build"]["samples"])
     if "coref" in parts:
         lines += _coref_lines(parts["coref"])
     if "sources" in parts:
@@ -451,7 +516,8 @@ def main(argv: list[str] | None = None) -> int:
     if unknown:
         raise SystemExit(f"unknown part or method {unknown}; parts: {PARTS}, methods: {list(METHODS)}")
     corpus: Corpus | None = None
-    if any(p not in CORPUS_FREE for p in wanted):
+    free = set(CORPUS_FREE) | ({"build"} if "assemble" not in args.build_steps.split(",") else set())
+    if any(p not in free for p in wanted):
         ensure_gpt2()
         corpus = prepare(cache_dir() / "bench" / "corpus", args.tokens, args.seed, args.source)
         log(f"document: {corpus.source}, {corpus.tokens:,} tokens ({corpus.fallback_reason or 'preferred source'})")
@@ -467,7 +533,8 @@ def main(argv: list[str] | None = None) -> int:
     if "semantic" in wanted:
         parts["semantic"] = run_semantic(corpus, args.semantic_fraction, args.chonkie_fraction, args.semantic_threads)
     if "build" in wanted:
-        parts["build"] = run_build(corpus, args.build_depths, args.build_backends.split(","))
+        parts["build"] = run_build(corpus, args.build_depths, args.build_backends.split(","), args)
+        parts["build"] = _keep_committed_build(args, parts["build"])
     if "coref" in wanted:
         parts["coref"] = run_coref()
     if "sources" in wanted:

@@ -1,4 +1,5 @@
-"""Building at 1M tokens: an exact-length haystack, and the needle dataset (documents + samples) round-tripped."""
+"""Building at 1M tokens: an exact-length haystack, the needle dataset (documents + samples) round-tripped, and the
+sample builders of the needle family, cross_paragraph and retrieval timed against a baseline commit's (`samples`)."""
 
 from __future__ import annotations
 
@@ -9,9 +10,12 @@ from typing import Any
 
 
 def build_job(params: dict[str, Any]) -> dict[str, Any]:
-    """`step` "assemble": one exact-length document; "dataset": the needle builder's parquet, then chunk + index."""
+    """`step` "assemble": one exact-length document; "dataset": the needle builder's parquet, then chunk + index;
+    "samples": one task's first samples timed (`samples_job`)."""
     from benchmarks.gpt2 import our_tokenizer
 
+    if params["step"] == "samples":
+        return samples_job(params)
     tokenizer = our_tokenizer(params["backend"])
     if params["step"] == "assemble":
         from data_builders import assemble, get_source
@@ -70,4 +74,46 @@ def _chunk_needle_context(out: Path, tokenizer: Any) -> dict[str, Any]:
         "chunk_index_s": chunk_s,
         "needle_depth": row["depth"],
         "needle_found_through_index": found and token_hits == hits,
+    }
+
+
+SPEED_ARGS = {
+    "needle": {"depths": 25, "per_cell": 4},
+    "needle_lowlex": {"depths": 25, "per_cell": 4},
+    "needle_multikey": {"depths": 25, "per_cell": 4},
+    "needle_multivalue": {"per_length": 100, "haystacks": 4},
+    "needle_multiquery": {"per_length": 100, "haystacks": 4},
+    "cross_paragraph": {"per_cell": 5},
+    "retrieval": {"docs_per_length": 5},
+}
+"""The reference suite's task arguments (`suites/reference.toml`, the retrievers' rows)."""
+
+
+def samples_job(params: dict[str, Any]) -> dict[str, Any]:
+    """Build a task's first `samples` samples at one length in the MiniLM tokenizer, timing each one.
+
+    Runs whatever `data_builders`/`tasks` this interpreter imports: the bench points it at this checkout or at the
+    baseline's (`run_child(..., pythonpath=...)`), so the same job times old and new code."""
+    import os
+
+    import data_builders
+    from longctx_eval.discovery import discover
+    from longctx_eval.models.assets import load_tokenizer
+    from longctx_eval.run.sampling import dataset_hash
+
+    load_start = os.getloadavg()[0]
+    tok = load_tokenizer(params.get("tokenizer", "minilm"))
+    info = discover().get(params["task"])
+    task = info.build(SPEED_ARGS[params["task"]], lengths=[params["length"]], seed=params["seed"], tokenizer=tok)
+    samples, times = [], []
+    it = iter(task.samples())
+    for _ in range(params["samples"]):
+        started = time.perf_counter()
+        samples.append(next(it))
+        times.append(time.perf_counter() - started)
+    return {
+        "code": str(Path(data_builders.__file__).resolve().parent.parent),
+        "per_sample_s": times,
+        "dataset_hash": dataset_hash(samples),
+        "load_average": [load_start, os.getloadavg()[0]],
     }

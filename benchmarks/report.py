@@ -157,3 +157,49 @@ def build_table(build: dict[str, Any]) -> str:
         if isinstance(r, dict) and "error" in r:
             rows.append(f"| {key} | failed: {r['error']} | | |")
     return head + "\n".join(rows) + "\n"
+
+
+def speed_summary(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """Per side: median seconds of the first sample (haystack included) and per later sample; old / new ratios;
+    whether every run of both sides built the same samples."""
+    out: dict[str, Any] = {}
+    for side, results in runs.items():
+        ok = [r for r in results if "per_sample_s" in r]
+        if not ok:
+            return {"error": f"{side}: " + "; ".join(str(r.get("error")) for r in results)}
+        out[f"{side}_first_s"] = statistics.median(r["per_sample_s"][0] for r in ok)
+        out[f"{side}_later_s"] = statistics.median(statistics.mean(r["per_sample_s"][1:]) for r in ok)
+        out[f"{side}_load"] = statistics.median(x for r in ok for x in r["load_average"])
+    out["ratio_later"] = round(out["old_later_s"] / out["new_later_s"], 1)
+    out["ratio_first"] = round(out["old_first_s"] / out["new_first_s"], 1)
+    hashes = {r["dataset_hash"] for rs in runs.values() for r in rs}
+    out["same_samples"] = len(hashes) == 1
+    return out
+
+
+def speed_lines(speed: dict[str, Any]) -> list[str]:
+    """Markdown: the sample builders' per-sample seconds, old (baseline commit) vs new, measured side by side."""
+    if "error" in speed:
+        return [f"Sample builders: not measured ({speed['error']}).\n"]
+    k = speed["samples_per_process"]
+    lines = [
+        f"Sample builders (MiniLM tokenizer, the reference suite's task arguments, seed 0): the first {k} samples of a "
+        f"task in a fresh process, old (commit {speed['baseline'][:7]}) and new in alternating processes. `first`: "
+        "the first sample (it builds the haystack); `later`: the mean of the others. Medians over the runs; the "
+        "load average (1 min) is the median at the start and end of each process. `same`: both built "
+        "identical samples (`dataset_hash`). cross_paragraph builds a chain's `cross` and `same` samples together, "
+        "so every other sample costs nothing and `later` is half a pair's time.\n",
+        "| task | length | old first s | new first s | old later s | new later s | later old/new | load | same |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for c in speed["cells"].values():
+        if "error" in c:
+            lines.append(f"| {c['task']} | {c['length']:,} | failed: {c['error'][:80]} | | | | | | |")
+            continue
+        load = (c["old_load"] + c["new_load"]) / 2
+        same = "yes" if c["same_samples"] else "**no**"
+        lines.append(
+            f"| {c['task']} | {c['length']:,} | {c['old_first_s']:.1f} | {c['new_first_s']:.1f} "
+            f"| {c['old_later_s']:.2f} | {c['new_later_s']:.2f} | {c['ratio_later']}x | {load:.1f} | {same} |"
+        )
+    return ["\n".join(lines) + "\n"]

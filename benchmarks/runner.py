@@ -22,16 +22,21 @@ CHILD_ENV = {
 }
 
 
-def run_child(job: str, params: dict[str, Any], timeout_s: float = 900) -> dict[str, Any]:
-    """Run `job` in a fresh interpreter; adds the whole-process wall time and the kernel's peak RSS."""
+def run_child(job: str, params: dict[str, Any], timeout_s: float = 900, code: Path | None = None) -> dict[str, Any]:
+    """Run `job` in a fresh interpreter; adds the whole-process wall time and the kernel's peak RSS.
+
+    `code`: a folder holding other `longctx_eval`, `data_builders` and `tasks` packages (no `benchmarks`), imported
+    instead of this checkout's: the child starts in it, with this checkout after it on the path for `benchmarks`."""
     env = {**os.environ, **CHILD_ENV}
+    if code is not None:
+        env["PYTHONPATH"] = os.pathsep.join([str(code), str(REPO)])
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "result.json"
         log = Path(tmp) / "log.txt"
         cmd = [sys.executable, "-m", "benchmarks.child", job, json.dumps(params), str(out)]
         started = time.perf_counter()
         with log.open("wb") as fh:
-            proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
+            proc = subprocess.Popen(cmd, cwd=code or REPO, env=env, stdout=fh, stderr=subprocess.STDOUT)
             timer = threading.Timer(timeout_s, proc.kill)
             timer.start()
             # wait4 gives this child's own rusage, so its peak RSS is not mixed with earlier children's.

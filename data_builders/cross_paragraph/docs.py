@@ -15,7 +15,8 @@ from dataclasses import dataclass, replace
 from data_builders.haystack.assembly import PARAGRAPH_SEP, Haystack, HaystackSource, fit_length, with_retries
 from data_builders.haystack.span_insertion import MIN_HAYSTACK_TOKENS, Span, check_depth, sentence_ends, token_span
 from longctx_eval.errors import ConfigError, DataError
-from longctx_eval.text.tokenizer import Encoded, Tokenizer
+from longctx_eval.text.pieces import TokenOffsets
+from longctx_eval.text.tokenizer import Tokenizer
 
 PLACEMENTS = ("cross", "same")
 EDGE = 0.02
@@ -184,11 +185,11 @@ def insert_at(
     hay_tokens: int,
     target: int,
     tokenizer: Tokenizer,
-) -> tuple[str, list[int], Encoded]:
+) -> tuple[str, list[int], TokenOffsets]:
     """Insert each (text, char) at that haystack boundary and cut the tail to exactly `target` tokens.
 
     Texts at one boundary keep the order given (adjacent sentences). Each is joined by one space: after it
-    at the very start, before it elsewhere. Returns the context, each text's char start and the encoding.
+    at the very start, before it elsewhere. Returns the context, each text's char start and its token offsets.
     """
     text, ends = hay.text, hay.token_ends
     order = sorted(range(len(items)), key=lambda i: (items[i][1], i))

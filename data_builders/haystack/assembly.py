@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING, NamedTuple, Protocol, TypeVar, runtime_checkab
 from data_builders.haystack.synthetic_narrative import narrative_paragraphs, narrative_sha256
 from longctx_eval.errors import ConfigError, DataError, did_you_mean
 from longctx_eval.registry import Registry
-from longctx_eval.text.tokenizer import Encoded, Tokenizer
+from longctx_eval.text.pieces import TokenOffsets, token_count, token_offsets
+from longctx_eval.text.tokenizer import Tokenizer
 
 PARAGRAPH_SEP = "\n\n"
 _BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
@@ -176,7 +177,7 @@ class NoExactCut(DataError):
         self.near_token = near_token
 
 
-@lru_cache(maxsize=2)  # every depth of one (length, repetition) asks for the same haystack
+@lru_cache(maxsize=4)  # every depth of one (length, repetition) asks for the same haystack; 4: `haystacks=4`
 def haystack_text(
     source: HaystackSource,
     tokenizer: Tokenizer,
@@ -188,8 +189,9 @@ def haystack_text(
 ) -> Haystack:
     """At least `min_tokens` (aiming for `slack` more) of `source`, leaving out the paragraphs in `skip`.
 
-    The text is encoded once: a calibration sample sets the characters-per-token ratio, so the char budget
-    is only rarely too small (then the stream is extended and the whole text encoded again).
+    The text is encoded once (through the paragraph memo, `text/pieces.py`, where that is exact): a calibration
+    sample sets the characters-per-token ratio, so the char budget is only rarely too small (then the stream is
+    extended and the whole text encoded again).
     """
     stream = iter(source.paragraphs(seed))
     parts: list[str] = []
@@ -221,11 +223,11 @@ def haystack_text(
     while True:
         more = take(budget) and more
         text = PARAGRAPH_SEP.join(parts)
-        enc = tokenizer.encode(text)
-        n = len(enc.ids)
+        _, token_ends = token_offsets(tokenizer, text)
+        n = len(token_ends)
         if n >= want or (n >= min_tokens and not more):
             starts = list(accumulate((len(p) + len(PARAGRAPH_SEP) for p in parts[:-1]), initial=0))
-            return Haystack(text, [end for _, end in enc.offsets], starts, ids)
+            return Haystack(text, token_ends.tolist(), starts, ids)
         if not more:
             raise DataError(
                 f"haystack source {source.name!r} has only {n} tokens in tokenizer {tokenizer.name!r}; "
@@ -252,11 +254,13 @@ def fit_length(
     target: int,
     tokenizer: Tokenizer,
     offsets: bool = False,
-) -> tuple[str, Encoded | None]:
+) -> tuple[str, TokenOffsets | None]:
     """Find k in [lo, hi] such that `build(k)` is exactly `target` tokens, starting from the guess k0.
 
-    Returns the text and, if `offsets`, its encoding. Tokenization is not additive at the cut, so each
-    guess is measured on the whole text and corrected by the difference (usually exact at once), with
+    Returns the text and, if `offsets`, its token offsets. Tokenization is not additive at the cut, so each
+    guess is measured on the whole text (through the paragraph memo, `text/pieces.py`: only the paragraphs
+    not seen before are tokenized, and the result is the whole text's; a tokenizer the memo cannot split
+    exactly encodes the whole text) and corrected by the difference (usually exact at once), with
     bisection as a fallback. When the count jumps over the target (a character that is several tokens
     sits at the cut) no k works: raises NoExactCut.
     """
@@ -266,8 +270,8 @@ def fit_length(
     for _ in range(_FIT_STEPS):
         if k not in seen:
             text = build(k)
-            enc = tokenizer.encode(text) if offsets else None
-            seen[k] = len(enc.ids) if enc is not None else tokenizer.count(text)
+            enc = token_offsets(tokenizer, text) if offsets else None
+            seen[k] = len(enc.starts) if enc is not None else token_count(tokenizer, text)
             if seen[k] == target:
                 return text, enc
         if seen[k] < target:
@@ -285,8 +289,8 @@ def fit_length(
         base = build(below)
         for filler in _FILLERS:
             text = base + filler
-            enc = tokenizer.encode(text)
-            if len(enc.ids) == target:
+            enc = token_offsets(tokenizer, text)
+            if len(enc.starts) == target:
                 return text, enc if offsets else None
     got = sorted(set(seen.values()), key=lambda c: abs(c - target))[:3]
     raise NoExactCut(

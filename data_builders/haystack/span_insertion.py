@@ -11,9 +11,12 @@ from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+import numpy as np
+
 from data_builders.haystack.assembly import Haystack, HaystackSource, fit_length, with_retries
 from longctx_eval.errors import ConfigError, DataError
-from longctx_eval.text.tokenizer import Encoded, Tokenizer
+from longctx_eval.text.pieces import TokenOffsets
+from longctx_eval.text.tokenizer import Tokenizer
 
 MIN_HAYSTACK_TOKENS = 32
 """Below this much haystack a "needle in a haystack" is just the needle."""
@@ -29,8 +32,45 @@ _SENTENCE_END = re.compile(r"(?:\.[\"'\u201d\u2019)\]]?|[!?])(?=\s+[\"'\u201c\u2
 _ABBREVIATIONS = frozenset(_words("Mr Mrs Ms Dr St Mt Jr Sr Prof Rev Capt Col Gen Lt Sgt No vs etc cf Fig Vol"))
 
 
+_RESTART = re.compile(r"\n\n(?=\S)")
+"""Where a paragraph begins: the scan of sentence ends can restart there (see `sentence_ends`)."""
+_MEMO_CHARS = 20_000
+"""Shorter texts are scanned whole."""
+_ENDS: dict[str, tuple[int, ...]] = {}
+_ENDS_MAX = 100_000
+"""Paragraphs whose sentence ends are kept (the oldest dropped first): about eight 1M-token haystacks."""
+
+
 def sentence_ends(text: str, limit: int) -> list[int]:
-    """Character positions in text[:limit] right after a sentence or paragraph end, plus 0."""
+    """Character positions in text[:limit] right after a sentence or paragraph end, plus 0.
+
+    Long texts are scanned paragraph by paragraph through a memo (`text_sentence_ends` on the whole text gives the
+    same list; tested): a paragraph start `c` (after a blank line, before a non-space) is a point where the scan
+    restarts unchanged, since no match covers the whitespace before it and a match's look-ahead crosses into the
+    next paragraph by at most two characters. So the ends in [lo, hi) between two such starts depend on
+    text[lo:hi + 2] alone, and the samples sharing a haystack scan only their new paragraphs."""
+    if limit < _MEMO_CHARS:
+        return text_sentence_ends(text, limit)
+    out, lo = [0], 0
+    for m in _RESTART.finditer(text, 0, limit):
+        hi = m.end()
+        if hi + 2 > limit:
+            break
+        piece = text[lo : hi + 2]
+        got = _ENDS.get(piece)
+        if got is None:
+            got = tuple(e for e in text_sentence_ends(piece, len(piece)) if 0 < e <= hi - lo)
+            _ENDS[piece] = got
+            if len(_ENDS) > _ENDS_MAX:  # the oldest first
+                del _ENDS[next(iter(_ENDS))]
+        out.extend(lo + e for e in got)
+        lo = hi
+    out.extend(lo + e for e in text_sentence_ends(text[lo:limit], limit - lo) if e > 0)
+    return out
+
+
+def text_sentence_ends(text: str, limit: int) -> list[int]:
+    """`sentence_ends` scanning the whole of text[:limit] at once (the reference for the memoised scan)."""
     ends = [0]
     for m in _SENTENCE_END.finditer(text, 0, limit):
         i = j = m.start()
@@ -113,7 +153,7 @@ def insert_sentences(
         )
     depths = [float(d) for _, d in sentences]
 
-    def attempt(hay: Haystack) -> tuple[str, list[int], Encoded]:
+    def attempt(hay: Haystack) -> tuple[str, list[int], TokenOffsets]:
         return place(hay, texts, depths, target_tokens - inserted, target_tokens, tokenizer)
 
     context, starts, enc = with_retries(attempt, source, tokenizer, target_tokens, seed)
@@ -124,29 +164,41 @@ def insert_sentences(
     return InsertedContext(context, spans, target_tokens, seed)
 
 
-def token_span(enc: Encoded, text: str, start: int, depth: float, n_tokens: int) -> Span:
-    """The Span of `text` inserted at char `start` of the context encoded as `enc`."""
-    token_ends = [end for _, end in enc.offsets]
-    token_starts = [s for s, _ in enc.offsets]
-    tok_start = bisect_right(token_ends, start)  # the first token that ends inside the sentence
+def token_span(enc: TokenOffsets, text: str, start: int, depth: float, n_tokens: int) -> Span:
+    """The Span of `text` inserted at char `start` of the context whose token offsets are `enc`."""
+    tok_start = _after(enc.ends, start)  # the first token that ends inside the sentence
     return Span(
         text=text,
         char_start=start,
         char_end=start + len(text),
         token_start=tok_start,
-        token_end=bisect_left(token_starts, start + len(text)),
+        token_end=_before(enc.starts, start + len(text)),
         depth=float(depth),
         actual_depth=tok_start / n_tokens,
     )
 
 
+def _sorted(a: np.ndarray) -> bool:
+    return len(a) < 2 or bool((a[1:] >= a[:-1]).all())
+
+
+def _after(a: np.ndarray, x: int) -> int:
+    """`bisect_right(a, x)`: a binary search where `a` is sorted (offsets always are), else the list's bisect."""
+    return int(np.searchsorted(a, x, side="right")) if _sorted(a) else bisect_right(a.tolist(), x)
+
+
+def _before(a: np.ndarray, x: int) -> int:
+    """`bisect_left(a, x)`, as `_after`."""
+    return int(np.searchsorted(a, x, side="left")) if _sorted(a) else bisect_left(a.tolist(), x)
+
+
 def place(
     hay: Haystack, texts: Sequence[str], depths: Sequence[float], hay_tokens: int, target: int, tokenizer: Tokenizer
-) -> tuple[str, list[int], Encoded]:
+) -> tuple[str, list[int], TokenOffsets]:
     """Insert `texts` at the boundaries nearest `depths` and cut the tail so the total is `target` tokens.
 
     Each text is joined by one space: after it at the very start of the haystack, before it elsewhere.
-    Returns the context, each text's char start (in the order given) and the context's encoding; raises
+    Returns the context, each text's char start (in the order given) and the context's token offsets; raises
     NoExactCut (the caller retries with another haystack) when the tail cannot be cut exactly.
     """
     text, ends = hay.text, hay.token_ends

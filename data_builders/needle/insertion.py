@@ -15,7 +15,8 @@ from data_builders.haystack.span_insertion import (
     token_span,
 )
 from longctx_eval.errors import ConfigError, DataError
-from longctx_eval.text.tokenizer import Encoded, Tokenizer
+from longctx_eval.text.pieces import TokenOffsets
+from longctx_eval.text.tokenizer import Tokenizer
 
 
 def _words(text: str) -> tuple[str, ...]:
@@ -166,7 +167,7 @@ def build_needle_doc(
         )
     hay_tokens = target_tokens - needle_tokens
 
-    def attempt(hay: Haystack) -> tuple[str, list[int], Encoded]:
+    def attempt(hay: Haystack) -> tuple[str, list[int], TokenOffsets]:
         return place(hay, [needle], [float(depth)], hay_tokens, target_tokens, tokenizer)
 
     context, (start,), enc = with_retries(attempt, source, tokenizer, target_tokens, haystack_seed)

@@ -18,11 +18,15 @@ Both numbers are rounded to 4 decimals.
 
 from __future__ import annotations
 
+import math
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+
+import numpy as np
 
 from data_builders.haystack.span_insertion import sentence_ends
 
@@ -127,8 +131,84 @@ def bm25_scores(
 ) -> list[float]:
     """The BM25 score of each question against its target needle (same order), IDF from the document's sentences.
 
-    `needles`: every inserted needle's span (targets are added), so each one is a sentence of its own.
+    `needles`: every inserted needle's span (targets are added), so each one is a sentence of its own. Computed
+    from per-sentence term statistics (`sentence_terms`, memoised by sentence text), with bm25s's arithmetic:
+    the same numbers as indexing the whole corpus with bm25s (`bm25_scores_indexed`; tested), without the index.
     """
+
+    spans = document_sentences(context, [*targets, *needles])
+    index = {span: i for i, span in enumerate(spans)}
+    missing = [t for t in targets if t not in index]
+    if missing:
+        raise ValueError(f"needle span {missing[0]} is not one of the document's sentences")
+    stats = sentence_terms([context[a:b] for a, b in spans])
+    queries = [_tokens(q) for q in questions]
+    asked = {t for q in queries for t in q}
+    df = dict.fromkeys(asked, 0)
+    for _, distinct in stats:
+        for t in asked & distinct:
+            df[t] += 1
+    n_docs = len(spans)
+    avg_len = np.array([n for n, _ in stats]).mean()  # as bm25s: numpy's mean of the lengths
+    out = []
+    for query, (a, b) in zip(queries, targets, strict=True):
+        score = _target_score(query, _tokens(context[a:b]), df, n_docs, avg_len) if query else 0.0
+        out.append(round(score, 4))
+    return out
+
+
+def _tokens(text: str) -> list[str]:
+    """The BM25 terms of `text`: `bm25s.tokenize` with STOPWORDS, in order, repeats kept."""
+    import bm25s
+
+    return bm25s.tokenize([text], stopwords=list(STOPWORDS), show_progress=False, return_ids=False)[0]
+
+
+def _target_score(query: Sequence[str], doc: Sequence[str], df: dict[str, int], n_docs: int, avg_len: Any) -> float:
+    """bm25s's score of one document for `query`: float32 idf x tfc per term (its Lucene variant), summed in float32
+    over the query's terms in order (a repeated term counts each time), as its index and `get_scores` compute it."""
+    counts = Counter(doc)
+    present = [t for t in counts if t in df]
+    if not present:
+        return 0.0
+    tf = np.array([counts[t] for t in present], dtype=np.float32)
+    idf = np.array([math.log(1 + (n_docs - df[t] + 0.5) / (df[t] + 0.5)) for t in present], dtype=np.float32)
+    tfc = tf / (BM25_K1 * ((1 - BM25_B) + BM25_B * len(doc) / avg_len) + tf)
+    per_term = dict(zip(present, (idf * tfc).astype(np.float32).tolist(), strict=True))
+    total = np.zeros(1, dtype=np.float32)
+    for t in query:
+        if t in per_term:
+            total += np.float32(per_term[t])
+    return float(total[0])
+
+
+_TERMS: dict[str, tuple[int, frozenset[str]]] = {}
+_TERMS_MAX = 160_000
+"""Sentences whose statistics are kept (the oldest dropped first): about four 1M-token haystacks."""
+
+
+def sentence_terms(sentences: Sequence[str]) -> list[tuple[int, frozenset[str]]]:
+    """Each sentence's number of BM25 terms (`_tokens`: repeats count) and its set of terms, memoised by text."""
+    import bm25s
+
+    new = list(dict.fromkeys(s for s in sentences if s not in _TERMS))
+    if new:
+        tokenized = bm25s.tokenize(new, stopwords=list(STOPWORDS), show_progress=False, return_ids=False)
+        for sentence, toks in zip(new, tokenized, strict=True):
+            _TERMS[sentence] = (len(toks), frozenset(toks))
+    out = [_TERMS[s] for s in sentences]
+    while len(_TERMS) > _TERMS_MAX:  # the oldest first
+        del _TERMS[next(iter(_TERMS))]
+    return out
+
+
+def bm25_scores_indexed(
+    questions: Sequence[str],
+    context: str,
+    targets: Sequence[tuple[int, int]],
+    needles: Sequence[tuple[int, int]] = (),
+) -> list[float]:
+    """`bm25_scores` the straightforward way: a bm25s index of the whole corpus of sentences (the tests' reference)."""
     import bm25s
 
     spans = document_sentences(context, [*targets, *needles])

@@ -21,9 +21,10 @@ Memory is bounded (`MEMO_BYTES`, least recently used paragraphs dropped first).
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 from collections import OrderedDict
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -107,35 +108,55 @@ def _separable_json(serialized: str) -> bool:
 
 
 def _token_memo(tokenizer: Any) -> _Memo | None:
+    """The tokenizer's memo, or None where it is not separable (decided once per tokenizer object: serializing a
+    large tokenizer to decide costs more than encoding a short text)."""
     memo = getattr(tokenizer, "_piece_memo", None)
     if memo is None:
-        if not separable(tokenizer):
-            return None
-        memo = _Memo(MEMO_BYTES)
+        memo = _Memo(MEMO_BYTES) if separable(tokenizer) else False
         tokenizer._piece_memo = memo
-    return memo
+    return None if memo is False else memo
 
 
-def token_offsets(tokenizer: Any, text: str) -> tuple[np.ndarray, np.ndarray]:
+class TokenOffsets(NamedTuple):
+    """Start and end character offsets of every token of a text (int64 arrays); `len(starts)` is its token count."""
+
+    starts: np.ndarray
+    ends: np.ndarray
+
+
+def token_offsets(tokenizer: Any, text: str) -> TokenOffsets:
     """Start and end character offsets of every token of `text` (int64), as `tokenizer.offset_arrays` gives."""
     memo = _token_memo(tokenizer) if len(text) >= MIN_CHARS else None
     if memo is None:
         starts, ends = tokenizer.offset_arrays(text)
-        return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
+        return TokenOffsets(np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64))
     cuts = paragraph_cuts(text)
-    all_starts, all_ends = [], []
-    for lo, hi in zip(cuts, cuts[1:], strict=False):
-        piece = text[lo:hi]
-        got = memo.get(piece)
-        if got is None:
-            s, e = tokenizer.offset_arrays(piece)
-            got = (np.asarray(s, dtype=np.int32), np.asarray(e, dtype=np.int32))
-            memo.put(piece, got, got[0].nbytes + got[1].nbytes)
-        all_starts.append(got[0].astype(np.int64) + lo)
-        all_ends.append(got[1].astype(np.int64) + lo)
+    pieces = [text[lo:hi] for lo, hi in zip(cuts, cuts[1:], strict=False)]
+    found = [memo.get(piece) for piece in pieces]
+    new = {piece: None for piece, got in zip(pieces, found, strict=True) if got is None}
+    for piece, got in zip(new, _encode_many(tokenizer, list(new)), strict=True):
+        new[piece] = got
+        memo.put(piece, got, got[0].nbytes + got[1].nbytes)
+    all_starts, all_ends, shifts = [], [], cuts[: len(pieces)]
+    for piece, got in zip(pieces, found, strict=True):
+        got = got if got is not None else new[piece]
+        all_starts.append(got[0])
+        all_ends.append(got[1])
     if not all_starts:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    return np.concatenate(all_starts), np.concatenate(all_ends)
+        return TokenOffsets(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
+    # Each piece's offsets shifted by where it starts: one concatenation and one addition for all of them.
+    shift = np.repeat(np.asarray(shifts, dtype=np.int64), [len(a) for a in all_starts])
+    starts = np.concatenate(all_starts).astype(np.int64) + shift
+    return TokenOffsets(starts, np.concatenate(all_ends).astype(np.int64) + shift)
+
+
+def _encode_many(tokenizer: Any, pieces: list[str]) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Token offsets (int32 starts, ends) of each piece: one batch call to the Rust backend (the same encodings)."""
+    out = []
+    for enc in tokenizer.backend.encode_batch(pieces, add_special_tokens=False) if pieces else []:
+        flat = np.fromiter(itertools.chain.from_iterable(enc.offsets), dtype=np.int64, count=2 * len(enc.offsets))
+        out.append((flat[0::2].astype(np.int32), flat[1::2].astype(np.int32)))
+    return out
 
 
 def token_count(tokenizer: Any, text: str) -> int:

@@ -171,3 +171,19 @@ def test_embedding_reuse_bm25_mode_builds_both_ways_and_they_are_equal(tmp_path:
     first, *later = run["per_sample"]
     assert first["reused"] == 0 and first["tokenized"] == first["chunks"]
     assert all(p["reused"] > 0 and p["tokenized"] < p["chunks"] for p in later)
+
+
+def test_build_samples_step_times_old_against_new(tmp_path: Path) -> None:
+    """The sample-builder comparison on one small cell: the baseline commit and this checkout each in a fresh
+    process, both building the same samples (the cell's dataset hashes agree), the table in the README."""
+    from benchmarks.__main__ import main
+
+    args = ["--parts", "build", "--build-steps", "samples", "--build-speed-tasks", "needle"]
+    args += ["--build-speed-lengths", "2048", "--build-speed-samples", "2", "--build-speed-runs", "1"]
+    assert main([*args, "--out", str(tmp_path)]) == 0
+    speed = json.loads((tmp_path / "build.json").read_text())["build"]["samples"]
+    cell = speed["cells"]["needle@2048"]
+    assert "error" not in cell, cell
+    assert cell["same_samples"] and cell["old"][0]["code"] != cell["new"][0]["code"]
+    assert len(cell["new"][0]["per_sample_s"]) == 2 and cell["ratio_later"] > 0
+    assert "Sample builders" in (tmp_path / "README.md").read_text()
