@@ -134,6 +134,8 @@ class TaskInfo:
     params: tuple[str, ...] = field(default_factory=tuple)
     bounds: Mapping[str, Bounds] = field(default_factory=dict)
     """Declared ranges of numeric task arguments (`@task(bounds=...)`), checked for every given value."""
+    cache_samples: bool = False
+    """Whether built samples may be shared across task instances (`@task(cache_samples=True)`, sample_cache.py)."""
 
     @property
     def arguments(self) -> dict[str, Any]:
@@ -215,11 +217,15 @@ def task(
     default_lengths: Sequence[int],
     description: str,
     bounds: Mapping[str, Bounds] | None = None,
+    cache_samples: bool = False,
 ) -> Callable[[Callable[..., Task]], Callable[..., Task]]:
     """Register a task factory; its form is checked here, so a malformed plugin fails at discovery.
 
     `bounds` declares the range of numeric task arguments (`{"depths": between(1, 101)}`): a value given by
-    --task-arg or a suite outside it is refused with one line before anything is built.
+    --task-arg or a suite outside it is refused with one line before anything is built. `cache_samples=True`
+    lets the runner share the built samples with other instances of the task (other models with the same
+    tokenizer, later processes): only for a task whose requests and scores depend on each Sample alone, never
+    on state its instance kept while building them.
     """
 
     def register(factory: Callable[..., Task]) -> Callable[..., Task]:
@@ -245,7 +251,16 @@ def task(
                 "description=...) on def factory(lengths, seed, ...) -> Task"
             )
         info = TaskInfo(
-            name, version, requires, tuple(default_lengths), description, factory, source, params, dict(bounds or {})
+            name,
+            version,
+            requires,
+            tuple(default_lengths),
+            description,
+            factory,
+            source,
+            params,
+            dict(bounds or {}),
+            bool(cache_samples),
         )
         _PENDING.append(info)
         factory.__longctx_task__ = _PENDING[-1]  # type: ignore[attr-defined]

@@ -31,6 +31,7 @@ from ._cross_paragraph_scoring import RETRIEVAL_PRIMARY, ask, cross_metrics, cro
     default_lengths=[2048, 4096, 8192],
     description="Chains of 2-4 facts across paragraphs (or in one), distance-controlled, with look-alike distractors",
     bounds={"per_cell": between(1, 1000), "reserve": between(0, None)},
+    cache_samples=True,  # requests and scores read each Sample alone
 )
 def cross_paragraph(
     lengths: list[int],

@@ -17,6 +17,7 @@ from ._needle_scoring import single_metrics, single_request, single_score
     default_lengths=[1024, 2048, 4096, 8192],
     description="Single needle (number, word or UUID value), length x depth grid; containment or recall@k",
     bounds={"depths": between(1, 101), "per_cell": between(1, 1000), "reserve": between(0, None)},
+    cache_samples=True,  # requests and scores read each Sample alone
 )
 def needle(
     lengths: list[int],

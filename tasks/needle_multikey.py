@@ -27,6 +27,7 @@ def multikey_score(sample: Sample, pred: Prediction) -> Score:
     default_lengths=[1024, 2048, 4096, 8192],
     description="Target needle among 3 distractor needles with similar keys; containment or recall@k",
     bounds={"depths": between(1, 101), "per_cell": between(1, 1000), "reserve": between(0, None)},
+    cache_samples=True,  # requests and scores read each Sample alone
 )
 def needle_multikey(
     lengths: list[int],

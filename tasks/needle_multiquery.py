@@ -43,6 +43,7 @@ def multiquery_score(sample: Sample, pred: Prediction) -> Score:
     default_lengths=[1024, 2048, 4096, 8192],
     description="Four needles with different keys, each asked separately on one document; share answered",
     bounds={"per_length": between(1, 1000), "reserve": between(0, None), "haystacks": between(0, 1000)},
+    cache_samples=True,  # requests and scores read each Sample alone
 )
 def needle_multiquery(
     lengths: list[int],

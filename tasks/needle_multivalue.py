@@ -28,6 +28,7 @@ def multivalue_score(sample: Sample, pred: Prediction) -> Score:
     default_lengths=[1024, 2048, 4096, 8192],
     description="One key, four values spread over the document, all asked; share found or recall@k",
     bounds={"per_length": between(1, 1000), "reserve": between(0, None), "haystacks": between(0, 1000)},
+    cache_samples=True,  # requests and scores read each Sample alone
 )
 def needle_multivalue(
     lengths: list[int],

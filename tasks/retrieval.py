@@ -88,6 +88,7 @@ def gold_oracle(sample: Sample) -> Prediction:
     description="Planted facts in 8K-1M-token documents (length: document tokens in the retriever's tokenizer); "
     "Recall@1..100, MRR, nDCG@10, score decay, KL by query length",
     bounds={"docs_per_length": between(1, 1000), "topics": between(1, 1000)},
+    cache_samples=True,  # requests and scores read each Sample alone
 )
 def retrieval(
     lengths: list[int],

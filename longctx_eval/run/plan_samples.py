@@ -65,8 +65,11 @@ def plan_samples(
     for lengths, args in plan.groups():
         t0 = time.perf_counter()
         task = info.build(args, lengths=lengths, seed=seed, tokenizer=tokenizer)
-        key = sample_key(info, args, lengths, seed, tokenizer)
-        everything, origin = store.get_or_build(key, task.samples)
+        if info.cache_samples:
+            key = sample_key(info, args, lengths, seed, tokenizer)
+            everything, origin = store.get_or_build(key, task.samples)
+        else:  # a task that may keep state per instance (coref keeps its documents): built by its own instance
+            everything, origin = list(task.samples()), "built"
         built = choose_samples(info, everything, plan.limit)
         planned.update(built.planned)
         groups.append(GroupSamples(lengths, args, task, built.samples, origin, time.perf_counter() - t0))

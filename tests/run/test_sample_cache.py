@@ -80,6 +80,18 @@ def test_samples_read_back_from_disk_are_identical(built, minilm_tokenizer):
     assert [g.origin for g in limited.groups] == ["memory"] and len(limited.samples) == 2  # limit after the cache
 
 
+def test_only_tasks_that_opt_in_are_cached(tmp_path, minilm_tokenizer):
+    # coref_synthetic keeps its documents in its instance: a second instance is built afresh, never read back.
+    coref = discover().get("coref_synthetic")
+    assert not coref.cache_samples
+    opted = ("needle", "needle_lowlex", "needle_multikey", "needle_multivalue", "needle_multiquery")
+    assert all(discover().get(n).cache_samples for n in [*opted, "cross_paragraph", "retrieval"])
+    cache = SampleCache(tmp_path, 1 << 30)
+    plan = TaskPlan(coref, (256,), None, {})
+    origins = [plan_samples(plan, 0, minilm_tokenizer, cache).groups[0].origin for _ in range(2)]
+    assert origins == ["built", "built"] and not list(tmp_path.iterdir())
+
+
 def test_key_changes_with_what_samples_depend_on(needle, minilm_tokenizer):
     base = sample_key(needle, ARGS, LENGTHS, 0, minilm_tokenizer)
     assert base == sample_key(needle, dict(reversed(list(ARGS.items()))), LENGTHS, 0, minilm_tokenizer)
