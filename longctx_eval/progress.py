@@ -82,7 +82,9 @@ class RunProgress(Progress):
         if task is None or not (task.finished or closing):
             return
         self._reported.add(task_id)
-        state = "done" if task.finished else "stopped"
+        # A task resumed whole starts complete: rich never marks it finished (nothing advanced), but it is done.
+        complete = task.finished or (task.total is not None and task.completed >= task.total)
+        state = "done" if complete else "stopped"
         total = int(task.total) if task.total is not None else "?"
         elapsed = task.finished_time if task.finished_time is not None else task.elapsed or 0.0
         self.console.print(f"{task.description}: {int(task.completed)}/{total} {state} in {elapsed:.1f} s")

@@ -41,6 +41,13 @@ def test_a_task_that_stops_early_says_so_when_the_bar_closes():
     assert "needle [m]: 3/10 stopped" in text and text.count("other [m]: 2/2 done") == 1
 
 
+def test_a_task_resumed_whole_is_done_not_stopped():
+    bar, out = _bar(terminal=False)
+    with bar:
+        bar.add_task(escape("needle [m]"), total=4, completed=4)  # every prediction already on disk
+    assert "needle [m]: 4/4 done" in out.getvalue() and "stopped" not in out.getvalue()
+
+
 def test_long_step_off_a_terminal_prints_lines_with_tokens_per_second(monkeypatch):
     monkeypatch.setattr(progress, "PRINT_EVERY_S", 0.0)
     bar, out = _bar(terminal=False)
