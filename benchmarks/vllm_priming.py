@@ -190,6 +190,9 @@ def main(params: dict[str, Any], out_path: Path) -> None:
         vb.log(f"  [{k + 1}/{len(plan)}] {name}: {res['seconds']} s, cached {sum(res['cached_tokens'])}"
                f"/{res['prompt_tokens']} (ideal {res.get('ideal_cached_tokens')}), load {load}")  # fmt: skip
         Path(out_path).write_text(json.dumps(_result(params, spec, start_s, peer, model, runs, len(order))))
+    result = _result(params, spec, start_s, peer, model, runs, len(order))
+    result["summary"] = summarize(result, vb.prefix_bound(vb.depth_grid(int(params["depths"]))))
+    Path(out_path).write_text(json.dumps(result))
     model.close()
 
 

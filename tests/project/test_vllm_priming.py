@@ -79,3 +79,34 @@ def test_nothing_shared_means_no_primer_and_chains_match_full_blocks():
     assert len(a) == 2 and len(b) == 2 and a[0] == b[0] and a[1] != b[1]
     with pytest.raises(ValueError, match="block size"):
         primers([[1]], 0)
+
+
+def test_study_summary_and_table_on_made_up_runs():
+    """The study's arithmetic: means over runs, the ratios, the bound shares and the block-granular token bound."""
+    from benchmarks.vllm_priming import ideal_cached, summarize, table
+
+    assert ideal_cached([[1, 2, 3, 4, 5], [1, 2, 3, 4, 9], [7]], 2) == 4  # the second reuses 2 whole blocks
+    assert ideal_cached([[1, 2, 3, 4], [1, 2, 3, 4]], 2) == 2  # never the whole prompt: its last token is computed
+
+    def run(variant, seconds, cached):
+        ideal = None if variant == "lm_eval" else (0 if "no_prefix" in variant else 30)
+        texts = ["a"] * 10
+        return {"variant": variant, "seconds": seconds, "cached_tokens": [cached], "prompt_tokens": 100,
+                "ideal_cached_tokens": ideal, "load_1min": 1.0, "texts": texts}  # fmt: skip
+
+    runs = [
+        run("one_call", 10.0, 30), run("one_call", 12.0, 30), run("no_prefix", 13.2, 0), run("lm_eval", 22.0, 30),
+        run("one_call/prefill", 8.0, 30), run("no_prefix/prefill", 11.2, 0),
+    ]  # fmt: skip
+    study = {"samples": 10, "runs": runs, "engine": {"block_size": 128}}
+    s = summarize(study, 1.429)
+    assert s["variants"]["one_call"]["seconds_per_sample"] == 1.1
+    assert s["prefix_bought_total"] == 1.2 and s["prefix_bought_prefill"] == 1.4
+    assert s["block_token_bound"] == round(100 / 70, 3)
+    assert s["share_of_bound_prefill"] == round(1.4 / 1.429, 3)
+    assert s["lm_eval_over_one_call"] == 2.0 and s["lm_eval_over_prime"] is None
+    assert s["our_texts_agree_across_variants"]
+    study["summary"] = s
+    text = table(study)
+    assert "1.40x on prefill-only passes" in text
+    assert "| 1.10 (1.00, 1.20) | 30, 30 / 30 / 100 |" in text
