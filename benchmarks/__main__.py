@@ -329,6 +329,20 @@ def _vllm_lines(v: dict[str, Any]) -> list[str]:
         "backend in its own fresh process (vLLM's in .venv-vllm); each pass from a warm engine and an empty prefix "
         "cache; s/sample = the pass's wall time ÷ its samples, engine start excluded (shown apart).\n",
         table(v),
+        *_cache_study_lines(v.get("cache_study")),
+    ]
+
+
+def _cache_study_lines(study: dict[str, Any] | None) -> list[str]:
+    """The prefix-cache study (`benchmarks/vllm_priming.py`), where vllm.json holds one."""
+    if not study:
+        return []
+    from benchmarks.vllm_priming import table as study_table
+
+    return [
+        "### vLLM's prefix cache, counted (`benchmarks/vllm_priming.py`)\n",
+        f"`{study['command']}`, {study['date_utc']}: {study['note']}\n",
+        study_table(study),
     ]
 
 

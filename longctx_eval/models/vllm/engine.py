@@ -67,7 +67,8 @@ class VLLMEngine(ModelAdapter):
             )
         except (ValueError, OSError, RuntimeError) as exc:  # a bad engine setting or unloadable weights
             raise ConfigError(f"model spec {spec.raw!r}: vLLM refused it: {_first_line(exc)}") from None
-        model_config = self.llm.llm_engine.model_config
+        vllm_config = self.llm.llm_engine.vllm_config
+        model_config = vllm_config.model_config
         self.eos_ids = _eos_ids(GenerationConfig, source, revision, hf_tok)
         self.batch_size = o.batch_size or WHOLE_TASK
         template = getattr(hf_tok, "chat_template", None)
@@ -83,6 +84,7 @@ class VLLMEngine(ModelAdapter):
             chat_template_sha256=hashlib.sha256(template.encode()).hexdigest() if template else None,
             context_window=int(model_config.max_model_len),
             settings={"decoding": "greedy", "chat": self.use_chat, **recorded_settings(o, rope)},
+            runtime=_runtime(vllm_config),
         )
         super().__init__(meta, tok)
         self._sampling = vllm.SamplingParams
@@ -112,7 +114,8 @@ class VLLMEngine(ModelAdapter):
         )
 
     def generate(self, requests: Sequence[Request]) -> list[Prediction]:
-        """One engine call for the batch, in the order given; each reply decoded as `hf:` decodes its ids."""
+        """One engine call for the batch, in the order given; each reply decoded as `hf:` decodes its ids, with the
+        prompt tokens vLLM's prefix cache served (`data.cached_tokens`)."""
         t0 = time.perf_counter()
         rows = [self.render(r) for r in requests]
         outputs = self.llm.generate(
@@ -134,7 +137,8 @@ class VLLMEngine(ModelAdapter):
                     Prediction(status="error", error=f"vLLM prefilled {len(sent)} ids, not the {len(row)} sent")
                 )
                 continue
-            preds.append(Prediction(text=text, prompt_tokens=len(row), completion_tokens=n, seconds=seconds))
+            data = {"cached_tokens": int(out.num_cached_tokens or 0)}
+            preds.append(Prediction(text=text, prompt_tokens=len(row), completion_tokens=n, seconds=seconds, data=data))
         return preds
 
     def close(self) -> None:
@@ -142,6 +146,17 @@ class VLLMEngine(ModelAdapter):
         if core is not None and hasattr(core, "shutdown"):
             core.shutdown()
         self.llm = None
+
+
+def _runtime(vllm_config: Any) -> dict[str, Any]:
+    """How the engine ran here (the run file's model.runtime, never part of the identity): its cache block, its
+    token budget per step and sequences per step, and the prefix cache."""
+    return {
+        "block_size": int(vllm_config.cache_config.block_size),
+        "max_num_batched_tokens": int(vllm_config.scheduler_config.max_num_batched_tokens),
+        "max_num_seqs": int(vllm_config.scheduler_config.max_num_seqs),
+        "enable_prefix_caching": bool(vllm_config.cache_config.enable_prefix_caching),
+    }
 
 
 def _eos_ids(generation_config: Any, source: Path | str, revision: dict[str, str], hf_tok: Any) -> list[int]:

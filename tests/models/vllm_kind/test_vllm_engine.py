@@ -56,7 +56,7 @@ def test_the_run_records_the_weights_window_and_engine_settings_as_hf_does(hf_gr
 
 
 ROPE = "rope=linear&rope_factor=2"
-NEEDLE_1K = {"needle": {"lengths": [1024], "limit": 2}}
+NEEDLE_1K = {"needle": {"lengths": [1024], "limit": 2, "args": {"reserve": 0}}}
 """Two of the grid's needle samples (the same stratified picks), so the unscaled `hf:` reference holds them."""
 
 

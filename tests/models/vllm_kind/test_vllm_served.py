@@ -34,7 +34,7 @@ pytestmark = [pytest.mark.vllm, needs_vllm]
 MIN_TEXT_SHARE = 0.9
 """As for the in-process engine (tests/models/vllm_kind/test_vllm_engine.py): near-ties may flip under other kernels,
 rarely."""
-NEEDLE_1K = {"needle": {"lengths": [1024], "limit": 2}}
+NEEDLE_1K = {"needle": {"lengths": [1024], "limit": 2, "args": {"reserve": 0}}}
 """Two of the grid's needle samples (the same stratified picks), so the `hf:` reference holds them."""
 FAST = "max_in_flight=1&backoff_base=0.05&backoff_cap=0.2"
 
