@@ -110,11 +110,11 @@ def _separable_json(serialized: str) -> bool:
 def _token_memo(tokenizer: Any) -> _Memo | None:
     """The tokenizer's memo, or None where it is not separable (decided once per tokenizer object: serializing a
     large tokenizer to decide costs more than encoding a short text)."""
-    memo = getattr(tokenizer, "_piece_memo", None)
+    memo: _Memo | bool | None = getattr(tokenizer, "_piece_memo", None)
     if memo is None:
         memo = _Memo(MEMO_BYTES) if separable(tokenizer) else False
         tokenizer._piece_memo = memo
-    return None if memo is False else memo
+    return memo if isinstance(memo, _Memo) else None
 
 
 class TokenOffsets(NamedTuple):
@@ -133,15 +133,16 @@ def token_offsets(tokenizer: Any, text: str) -> TokenOffsets:
     cuts = paragraph_cuts(text)
     pieces = [text[lo:hi] for lo, hi in zip(cuts, cuts[1:], strict=False)]
     found = [memo.get(piece) for piece in pieces]
-    new = {piece: None for piece, got in zip(pieces, found, strict=True) if got is None}
-    for piece, got in zip(new, _encode_many(tokenizer, list(new)), strict=True):
-        new[piece] = got
-        memo.put(piece, got, got[0].nbytes + got[1].nbytes)
+    missing = list(dict.fromkeys(piece for piece, got in zip(pieces, found, strict=True) if got is None))
+    new: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    for piece, encoded in zip(missing, _encode_many(tokenizer, missing), strict=True):
+        new[piece] = encoded
+        memo.put(piece, encoded, encoded[0].nbytes + encoded[1].nbytes)
     all_starts, all_ends, shifts = [], [], cuts[: len(pieces)]
     for piece, got in zip(pieces, found, strict=True):
-        got = got if got is not None else new[piece]
-        all_starts.append(got[0])
-        all_ends.append(got[1])
+        offsets = got if got is not None else new[piece]
+        all_starts.append(offsets[0])
+        all_ends.append(offsets[1])
     if not all_starts:
         return TokenOffsets(np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64))
     # Each piece's offsets shifted by where it starts: one concatenation and one addition for all of them.
