@@ -32,9 +32,11 @@ def format_cell(row: MetricResult | None) -> str:
 
 
 def length_label(length: int | None) -> str:
-    """'4K' for multiples of 1024 tokens, else the plain number; None is 'all'."""
+    """'1M' for multiples of 2**20 tokens, '4K' for multiples of 1024, else the plain number; None is 'all'."""
     if length is None:
         return "all"
+    if length >= 1 << 20 and length % (1 << 20) == 0:
+        return f"{length >> 20}M"
     return f"{length // 1024}K" if length % 1024 == 0 else str(length)
 
 
