@@ -43,6 +43,7 @@ from typing import Any, Literal
 from rich.markup import escape
 
 from longctx_eval.atomic_io import atomic_output
+from longctx_eval.byte_bound import CachedFile, shrink_to
 from longctx_eval.cache_folder import cache_dir
 from longctx_eval.errors import ConfigError, OutputError
 from longctx_eval.hashing import sha256_json
@@ -327,7 +328,7 @@ def _unlink_regular(path: Path) -> None:
 
 def prune(folder: Path, bound: int, keep: Path) -> list[Path]:
     """Delete the least recently used entries of `folder` (never `keep`, never a link) past `bound` bytes."""
-    files = []
+    files: list[CachedFile] = []
     try:
         entries = list(os.scandir(folder))
     except OSError:
@@ -339,20 +340,7 @@ def prune(folder: Path, bound: int, keep: Path) -> list[Path]:
             continue
         if stat.S_ISREG(st.st_mode) and entry.name.endswith(SUFFIX) and not entry.name.startswith("."):
             files.append((st.st_mtime, st.st_size, Path(entry.path)))
-    total = sum(size for _, size, _ in files)
-    deleted = []
-    for _, size, path in sorted(files):
-        if total <= bound:
-            break
-        if path == keep:
-            continue
-        try:
-            path.unlink()
-        except OSError:
-            continue
-        total -= size
-        deleted.append(path)
-    return deleted
+    return shrink_to(files, bound, keep)
 
 
 _SHARED: dict[tuple[Path | None, int], SampleCache] = {}

@@ -16,6 +16,8 @@ import os
 import stat
 from pathlib import Path
 
+from longctx_eval.byte_bound import CachedFile, shrink_to
+
 MAX_DEPTH = 3
 """`<folder>/embeddings/<namespace>/<pack>.npz` is the deepest file the cache writes."""
 
@@ -49,25 +51,9 @@ PACKS = "embeddings"
 def prune(root: Path, bound: int, keep: Path) -> list[Path]:
     """Delete files below `root` (never `keep`), index entries before packs and each least recently used
     first, until they hold at most `bound` bytes; the paths deleted."""
-    files = cached_files(root)
-    total = sum(size for _, size, _ in files)
-    deleted: list[Path] = []
 
-    def order(item: tuple[float, int, Path]) -> tuple[bool, float, str]:
+    def order(item: CachedFile) -> tuple[bool, float, str]:
         used, _, path = item
         return (path.relative_to(root).parts[0] == PACKS, used, str(path))
 
-    for _, size, path in sorted(files, key=order):
-        if total <= bound:
-            break
-        if path == keep:
-            continue
-        try:
-            path.unlink()
-        except FileNotFoundError:
-            pass  # another process pruned it first
-        except OSError:
-            continue
-        total -= size
-        deleted.append(path)
-    return deleted
+    return shrink_to(cached_files(root), bound, keep, order)
