@@ -44,7 +44,7 @@ from rich.markup import escape
 
 from longctx_eval.atomic_io import atomic_output
 from longctx_eval.byte_bound import CachedFile, shrink_to
-from longctx_eval.cache_folder import cache_dir
+from longctx_eval.cache_folder import bound_setting, subfolder_setting
 from longctx_eval.errors import ConfigError, OutputError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.progress import console
@@ -66,20 +66,12 @@ Status = Literal["memory", "disk", "built"]
 
 
 def _disk_bytes() -> int:
-    raw = os.environ.get(DISK_MB_ENV, "").strip()
-    if not raw:
-        return DEFAULT_DISK_MB << 20
-    if not raw.isdigit():
-        raise ConfigError(f"{DISK_MB_ENV}={raw!r}: expected a non-negative whole number of MiB")
-    return int(raw) << 20
+    return bound_setting(DISK_MB_ENV, DEFAULT_DISK_MB)
 
 
 def default_folder() -> Path | None:
     """$LONGCTX_EVAL_SAMPLE_CACHE (`off`: no disk level), else `cache_dir()/samples`."""
-    raw = os.environ.get(FOLDER_ENV, "").strip()
-    if raw.lower() in ("off", "0", "none", "false"):
-        return None
-    return Path(raw).expanduser() if raw else cache_dir() / "samples"
+    return subfolder_setting(FOLDER_ENV, "samples")
 
 
 def _py_files(folder: Path, depth: int = 4) -> list[Path]:

@@ -32,8 +32,8 @@ import numpy as np
 from rich.markup import escape
 
 from longctx_eval.atomic_io import atomic_output
-from longctx_eval.errors import ConfigError, LongctxError
-from longctx_eval.models.assets import cache_dir
+from longctx_eval.cache_folder import bound_setting, subfolder_setting
+from longctx_eval.errors import LongctxError
 from longctx_eval.models.retrieval.cache_bound import prune
 from longctx_eval.progress import console
 
@@ -230,24 +230,12 @@ def _load_verified(path: Path, key: str, expected: Any, check: Check | None) -> 
 
 
 def _disk_bytes() -> int:
-    raw = os.environ.get(DISK_MB_ENV, "").strip()
-    if not raw:
-        return DEFAULT_DISK_MB << 20
-    try:
-        mb = int(raw)
-    except ValueError:
-        mb = -1
-    if mb < 0:
-        raise ConfigError(f"{DISK_MB_ENV}={raw!r}: expected a non-negative whole number of MiB")
-    return mb << 20
+    return bound_setting(DISK_MB_ENV, DEFAULT_DISK_MB)
 
 
 def default_folder() -> Path | None:
     """$LONGCTX_EVAL_INDEX_CACHE (`off`: no disk level), else `cache_dir()/index`."""
-    raw = os.environ.get(FOLDER_ENV, "").strip()
-    if raw.lower() in ("off", "0", "none", "false"):
-        return None
-    return Path(raw).expanduser() if raw else cache_dir() / "index"
+    return subfolder_setting(FOLDER_ENV, "index")
 
 
 _SHARED: dict[tuple[Path | None, int], IndexCache] = {}
