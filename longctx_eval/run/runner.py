@@ -351,17 +351,16 @@ def _serving_order(
 ) -> list[tuple[int, Request, int]]:
     """The order requests are served in, so an adapter can reuse the KV cache of a prefix shared with the last one.
 
-    Requests on one context (several questions on one document) run back to back; context groups run by target
-    length, then by depth (samples of one length share a haystack up to the shallower needle), then by prompt
-    length, sample and part.
+    Requests on one context (several questions on one document) run back to back; contexts run by target length,
+    then in the lexicographic order of their text, then by prompt length, sample and part. Sorted text puts the
+    contexts of one haystack together (they differ only where a needle or fact sits), and for such a group it
+    is the order that maximises the prefix shared with the previous context summed over the group: the contexts
+    of one haystack, ordered by where they first depart from it, go ascending, then descending, so each shares
+    with its neighbour the haystack up to its own needle except the deepest one (the depth order it replaces did
+    that only with one haystack per length; with several, each request followed another haystack's).
     """
-    first: dict[str, tuple[int, float, int, int]] = {}
-    for i, r, n in measured:
-        length, depth = stratum_of(samples[i])
-        key = (length, 2.0 if depth is None else depth, n, i)
-        held = first.get(r.context)
-        first[r.context] = min(key, held) if held else key
-    return sorted(measured, key=lambda m: (*first[m[1].context], m[2], m[0], m[1].part))
+    length = [stratum_of(s)[0] for s in samples]
+    return sorted(measured, key=lambda m: (length[m[0]], m[1].context, m[2], m[0], m[1].part))
 
 
 def _serve(adapter: ModelAdapter, capability: Capability, batch: list[Request]) -> list[Prediction]:
