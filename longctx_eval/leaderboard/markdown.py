@@ -30,6 +30,7 @@ from longctx_eval.leaderboard.grid import (
     task_names,
     task_of,
 )
+from longctx_eval.leaderboard.length_args import length_args_section
 from longctx_eval.leaderboard.noise import FLOOR_LEGEND, floor_cells, resolution_cells, unit_metric
 from longctx_eval.leaderboard.serving import serving_sections
 from longctx_eval.leaderboard.significance import Samples, leader_lines
@@ -222,7 +223,7 @@ def _task_section(
     lines += leader_lines(task, rk.ranked, metric, samples, [] if rk.pooled else rk.lengths)
     if counts:
         lines += ["", "Over-length and failed samples: " + "; ".join(counts) + "."]
-    lines += _failure_lines(board)
+    lines += _failure_lines(board) + length_args_section(board)
     lines += effective_note(board, metric, view.kinds, min_n) + slice_sections(board, metric, min_n)
     lines += contrast_section(board, min_n) + serving_sections(board)
     lines += detail_section(board)

@@ -19,6 +19,7 @@ from pydantic import BaseModel, ConfigDict
 
 from longctx_eval.errors import RunFileError
 from longctx_eval.results import RunResult, Skipped, TaskResult, strata_coverage
+from longctx_eval.scoring.labels import length_label
 
 TaskKey = tuple[str, str]  # (task name, capability)
 Stratum = tuple[int | None, float | None]  # (length, depth); None = pooled / unknown
@@ -110,11 +111,11 @@ def same_setup(a: TaskResult, b: TaskResult) -> bool:
 
 
 def describe(task: TaskResult) -> str:
-    """'v3, n=15 at 1K-8K' style summary of what a result covers."""
+    """'v3, n=15 at 1K, 8K, 1M': what a result covers, lengths labelled as the tables label them."""
     counts = strata(task, by_depth=False)
     total = sum(counts.values())
     lens = sorted({k[0] for k in counts if k[0] is not None})
-    where = f" at {', '.join(_label(n) for n in lens)}" if lens else ""
+    where = f" at {', '.join(length_label(n) for n in lens)}" if lens else ""
     return f"v{task.version}, n={total}{where}"
 
 
@@ -236,7 +237,3 @@ def _merge_skips(runs_oldest_first: list[RunResult], shown_tasks: set[str]) -> l
     newest = runs_oldest_first[-1].skipped if runs_oldest_first else []
     failed_now = {s.task for s in newest if s.kind in ("error", "crashed")}
     return [latest[t] for t in sorted(latest) if t not in shown_tasks or t in failed_now]
-
-
-def _label(length: int) -> str:
-    return f"{length // 1024}K" if length and length % 1024 == 0 else str(length)

@@ -21,6 +21,7 @@ from longctx_eval.atomic_io import atomic_write_bytes, atomic_write_text
 from longctx_eval.leaderboard.breakdowns import DEFAULT_MIN_N, contrast_section, effective_note, slice_sections
 from longctx_eval.leaderboard.details import detail_section
 from longctx_eval.leaderboard.grid import cell, primary_metric, ranking, ranking_rule, task_names, task_of
+from longctx_eval.leaderboard.length_args import length_args_section, length_args_text
 from longctx_eval.leaderboard.markdown import (
     MERGE_RULE,
     BoardRow,
@@ -255,7 +256,8 @@ def _board_parts(task: str, entries: Sequence[RunResult], metric: str, links: Li
     if counts:
         parts.append("<p>Over-length and failed samples: " + "; ".join(counts) + ".</p>")
     parts += _failures(board)
-    blocks = effective_note(board, metric, view.kinds, min_n) + slice_sections(board, metric, min_n)
+    blocks = length_args_section(board) + effective_note(board, metric, view.kinds, min_n)
+    blocks += slice_sections(board, metric, min_n)
     blocks += contrast_section(board, min_n) + serving_sections(board) + detail_section(board)
     parts += _markdown_blocks(blocks)
     return parts
@@ -426,6 +428,7 @@ def _task_details(result: TaskResult, entry: RunResult, site: SiteInput, links: 
         ("limit", str(result.limit) if result.limit is not None else None),
         ("seed", str(result.seed) if result.seed is not None else None),
         ("args", json.dumps(result.args, sort_keys=True) if result.args else None),
+        ("args by length", length_args_text(result) or None),
         ("started", result.started),
         ("dataset sha256", result.dataset_hash),
         ("config hash", result.config_hash),

@@ -456,6 +456,14 @@ def test_newer_task_version_wins_and_says_what_it_replaced(tmp_path: Path) -> No
     assert "- Replaced: m runs/m__2025-05-01T00-00-00-00-00.json" in (out / "LEADERBOARD.md").read_text()
 
 
+def test_a_merge_note_labels_lengths_as_the_tables_do() -> None:
+    """1048576 tokens is '1M' in a Not shown / Replaced note, as in the table heads (`length_label`)."""
+    from longctx_eval.leaderboard.merge import describe
+
+    task = covered_task("alpha", {8192: (0.9, 5, 5, 0), 1048576: (0.8, 2, 2, 0)})
+    assert describe(task) == "v1, n=7 at 8K, 1M"
+
+
 def test_same_name_different_model_identity_is_not_merged(tmp_path: Path) -> None:
     out = tmp_path / "lb"
     old = run_with("m", "2025-05-01T00:00:00+00:00", [covered_task("alpha", FULL)], identity="a" * 64)

@@ -1,0 +1,55 @@
+"""A task's per-length arguments (a suite's `args_at`) as the board and the site show them: 'at 1M: per_cell=2'.
+
+A result without per-length arguments adds nothing, so a board none of whose results has any is unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from longctx_eval.results import TaskResult
+from longctx_eval.scoring.labels import length_label, md_escape
+
+Board = Sequence[tuple[str, TaskResult]]
+"""A task's rows, best first: (model name, its result)."""
+
+
+def args_text(args: Mapping[str, Any]) -> str:
+    """'depths=25, per_cell=4': the arguments sorted by name, strings bare, other values as JSON."""
+    return ", ".join(f"{k}={_value(v)}" for k, v in sorted(args.items()))
+
+
+def _value(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value, sort_keys=True)
+
+
+def length_args_text(result: TaskResult) -> str:
+    """'at 1M: per_cell=2' ('; ' between lengths, shortest first), '' for a result without per-length arguments."""
+    found = result.length_args or {}
+
+    def order(key: str) -> tuple[int, int | str]:
+        return (0, int(key)) if key.isdigit() else (1, key)
+
+    def label(key: str) -> str:
+        return length_label(int(key)) if key.isdigit() else key
+
+    return "; ".join(f"at {label(k)}: {args_text(found[k])}" for k in sorted(found, key=order) if found[k])
+
+
+def length_args_section(board: Board) -> list[str]:
+    """The task section's sentence: per shown result with per-length arguments its args, then those (models with
+    the same ones together); nothing when no result has any."""
+    groups: dict[tuple[str, str], list[str]] = {}
+    for name, result in board:
+        text = length_args_text(result)
+        if text:
+            groups.setdefault((text, args_text(result.args)), []).append(name)
+    if not groups:
+        return []
+    parts = [
+        ", ".join(f"**{md_escape(n)}**" for n in names) + f": {md_escape(base or 'task defaults')}; {md_escape(text)}"
+        for (text, base), names in groups.items()
+    ]
+    return ["", "Arguments by length (the suite's `args_at` over the task's `args`): " + " · ".join(parts) + "."]
