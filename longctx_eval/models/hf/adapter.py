@@ -287,8 +287,9 @@ class HFCausalLM(ModelAdapter):
         t0 = time.perf_counter()
         rows = [self.render(r) for r in requests]
         cache_kw: dict[str, Any] = {}
+        cached: int | None = None
         if reuse and self.prefix_cache is not None:  # batch of one: no padding, so cached positions line up
-            cache_kw[self._cache_kwarg] = self.prefix_cache.take(rows[0])[0]
+            cache_kw[self._cache_kwarg], cached = self.prefix_cache.take(rows[0])
         if prefill_chunk is not None:
             cache_kw["prefill_chunk_size"] = prefill_chunk
         width = max(len(r) for r in rows)
@@ -318,6 +319,8 @@ class HFCausalLM(ModelAdapter):
             self.prefix_cache.keep(rows[0], getattr(gen, name, None) or cache_kw[name])
         seconds = (end - t0) / len(requests)
         data: dict[str, Any] = {"timing": timing(t0, clock.first, end, len(requests))}
+        if cached is not None:  # prompt tokens the prefix cache held (not prefilled), as `vllm:` reports them
+            data["cached_tokens"] = cached
         if peak.megabytes is not None:
             data["peak_device_mb"] = peak.megabytes
         preds = []

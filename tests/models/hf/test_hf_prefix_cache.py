@@ -58,6 +58,8 @@ def test_tiny_model_reuses_only_a_long_enough_prefix(tiny_llama_dir, bpe_tokeniz
     stats = on.prefix_cache.stats
     assert (stats.requests, stats.reused) == (4, 1)
     assert stats.reused_tokens == shared_prefix(on.render(requests[0]), on.render(requests[1]))
+    assert [p.data["cached_tokens"] for p in got] == [0, stats.reused_tokens, 0, 0]  # kept per prediction
+    assert all("cached_tokens" not in p.data for p in want)  # no prefix cache: nothing claimed
 
 
 def test_batches_of_several_do_not_reuse(tiny_llama_dir, bpe_tokenizer):
