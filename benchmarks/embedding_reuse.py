@@ -3,7 +3,7 @@
 One haystack of L MiniLM tokens (`austen`, seed 0) and N needle samples built the way the needle builder builds
 them (`data_builders.place`: a magic-number needle at the sentence boundary nearest depth i / (N - 1), the tail
 cut so that every sample is exactly L tokens). Each retriever spec serves the N samples in one fresh process
-with an empty index-cache folder, one request per sample in depth order (as the runner serves a needle task):
+with an empty index-cache folder, one request per sample in depth order:
 
 - `full pass`: the first sample, nothing cached: chunking, embedding every chunk, the query;
 - `all N`: the N samples' seconds together, chunks embedded and looked up in the chunk-vector cache;
