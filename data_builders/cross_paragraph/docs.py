@@ -84,7 +84,8 @@ def _nearest(cands: Sequence[Boundary], token: float, taken: set[int], n: int = 
 
 
 FIRST_FACT_TRIES = 24
-"""How many boundaries near the first fact's target are tried; the chain whose gaps best match wins."""
+"""How many boundaries near the first fact's target are tried; the chain whose gaps best match wins. Where none
+of them starts a chain (long paragraphs after the target), the next nearest are tried until one does."""
 BRANCH = 3
 """For each later fact, how many boundaries (those whose gaps are nearest the distance) the search tries."""
 
@@ -150,7 +151,8 @@ def plan(
     boundary (the fact comes first there), so distractors never crowd the chain out. The first fact goes near
     `start` (0..1) of the range where the whole chain fits, each later fact at a boundary of a later paragraph;
     of the chains from the FIRST_FACT_TRIES boundaries nearest that point, the one whose gaps (haystack tokens
-    plus distractor tokens in between) are nearest `distance` (smallest largest error, then total) wins.
+    plus distractor tokens in between) are nearest `distance` (smallest largest error, then total) wins; if none
+    of those starts a chain, the first that does among the boundaries next nearest.
     """
     margin = EDGE * hay_tokens
     cands = [b for b in cands if margin <= b.token <= hay_tokens - margin]
@@ -167,7 +169,9 @@ def plan(
     target = margin + start * (hi - margin)
     chainer = _Chainer(cands, placed)
     tried = []
-    for rank, first in enumerate(_nearest(cands, target, set(), FIRST_FACT_TRIES)):
+    for rank, first in enumerate(_nearest(cands, target, set(), len(cands))):
+        if rank >= FIRST_FACT_TRIES and tried:
+            break  # beyond the first tries only while none fits: a chain that fitted there is never changed
         found = chainer.chain(first, len(chain_tokens), distance)
         if found is not None:
             tried.append((found[0], rank, found[1]))
