@@ -32,10 +32,11 @@ PARTS = (
     "embedding_reuse",
     "gpu_check",
     "vllm",
+    "prefix_order",
 )
 
 
-CORPUS_FREE = {"gpu_check", "embedding_reuse", "vllm"}
+CORPUS_FREE = {"gpu_check", "embedding_reuse", "vllm", "prefix_order"}
 """Parts that need neither the benchmark document nor the GPT-2 tokenizer (`--parts gpu_check` fetches nothing)."""
 
 
@@ -355,6 +356,8 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
             lines += _reuse_lines(parts["embedding_reuse"], meta["out_dir"])
         if "vllm" in parts:
             lines += _vllm_lines(parts["vllm"])
+        if "prefix_order" in parts:
+            lines += _prefix_order_lines(parts["prefix_order"])
         if "samples" in parts.get("build", {}):
             lines += ["## Building samples\n", *report.speed_lines(parts["build"]["samples"])]
         return "\n".join(lines)
@@ -475,7 +478,23 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
         lines += _gpu_lines(parts["gpu_check"], meta.get("out_dir", REPO / "benchmarks" / "results"))
     if "vllm" in parts:
         lines += _vllm_lines(parts["vllm"])
+    if "prefix_order" in parts:
+        lines += _prefix_order_lines(parts["prefix_order"])
     return "\n".join(lines)
+
+
+def _prefix_order_lines(result: dict[str, Any]) -> list[str]:
+    """The serving-order count of benchmarks/prefix_order.py."""
+    from benchmarks.prefix_order import table
+
+    return [
+        "## Prefix reuse by serving order, SmolLM2's reference cells (`benchmarks/prefix_order.py`)\n",
+        "The samples of the reference suite's `smollm2-135m` part rendered to the ids `hf:` sends, and the prompt "
+        "tokens its prefix cache leaves to prefill (a request reuses the previous one's cache from "
+        f"{result['min_shared_tokens']} shared leading tokens), counted, not timed, in the runner's order and in "
+        "the depth order it replaced.\n",
+        table(result),
+    ]
 
 
 def _reuse_lines(result: dict[str, Any], out: Path) -> list[str]:
@@ -582,6 +601,11 @@ def main(argv: list[str] | None = None) -> int:
         if "skipped" in parts["vllm"] and (args.out / "vllm.json").is_file():
             log("vllm: the committed results/vllm.json is kept (this run measured nothing)")
             parts.pop("vllm")
+    if "prefix_order" in wanted:
+        from benchmarks.prefix_order import run_prefix_order
+
+        log("prefix_order: prompt tokens the hf prefix cache spares on the reference suite's SmolLM2 cells")
+        parts["prefix_order"] = run_prefix_order(args.seed)
     meta["seconds"] = round(time.perf_counter() - started, 1)
     meta["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     from benchmarks.embedding_reuse import result_name
