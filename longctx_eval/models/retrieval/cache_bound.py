@@ -48,12 +48,44 @@ PACKS = "embeddings"
 """The folder below the cache root that holds the chunk-vector packs."""
 
 
-def prune(root: Path, bound: int, keep: Path) -> list[Path]:
+RESCAN_WRITES = 64
+"""After a write, the folder is listed again at the latest this many writes (of this process) after the last
+listing, even when its own writes alone keep it under the bound: what other processes wrote is seen then."""
+
+_held: dict[tuple[Path, int], list[int]] = {}
+"""Per (folder, bound): [bytes it held after this process last listed it, plus this process's writes since;
+writes since]."""
+
+
+def prune(root: Path, bound: int, keep: Path, added: int | None = None) -> list[Path]:
     """Delete files below `root` (never `keep`), index entries before packs and each least recently used
-    first, until they hold at most `bound` bytes; the paths deleted."""
+    first, until they hold at most `bound` bytes; the paths deleted.
+
+    With `added` (the bytes just written to `keep`), the folder is listed only when the bytes it held at the
+    last listing plus this process's writes since exceed `bound`, or RESCAN_WRITES writes after that listing:
+    listing thousands of entries after every write cost the reference suite's retrievers about 0.2 s a request.
+    Without it, always."""
+    held = _held.get((root, bound))
+    if added is not None and held is not None:
+        held[0] += added
+        held[1] += 1
+        if held[0] <= bound and held[1] < RESCAN_WRITES:
+            return []
 
     def order(item: CachedFile) -> tuple[bool, float, str]:
         used, _, path = item
         return (path.relative_to(root).parts[0] == PACKS, used, str(path))
 
-    return shrink_to(cached_files(root), bound, keep, order)
+    files = cached_files(root)
+    deleted = shrink_to(files, bound, keep, order)
+    gone = set(deleted)
+    _held[(root, bound)] = [sum(size for _, size, path in files if path not in gone), 0]
+    return deleted
+
+
+def written_size(path: Path) -> int | None:
+    """Bytes of the file just written, for `prune(added=)` (None, so the folder is listed, when unreadable)."""
+    try:
+        return path.stat(follow_symlinks=False).st_size
+    except OSError:
+        return None

@@ -43,7 +43,7 @@ from rich.markup import escape
 from longctx_eval.atomic_io import atomic_output
 from longctx_eval.errors import LongctxError
 from longctx_eval.hashing import sha256_json
-from longctx_eval.models.retrieval.cache_bound import prune
+from longctx_eval.models.retrieval.cache_bound import prune, written_size
 from longctx_eval.progress import console
 
 FORMAT = 1
@@ -317,7 +317,7 @@ class EmbeddingCache:
         """Delete the least recently used files below the bound's root until they hold at most `disk_bytes`
         (`cache_bound.py`: the index cache's entries count too when this cache is its `embeddings()`)."""
         assert self.folder is not None
-        for path in prune(self.bound_root or self.folder, self.disk_bytes, keep):
+        for path in prune(self.bound_root or self.folder, self.disk_bytes, keep, added=written_size(keep)):
             for packs in self._packs.values():
                 packs.drop(path)
 

@@ -34,7 +34,7 @@ from rich.markup import escape
 from longctx_eval.atomic_io import atomic_output
 from longctx_eval.cache_folder import bound_setting, subfolder_setting
 from longctx_eval.errors import LongctxError
-from longctx_eval.models.retrieval.cache_bound import prune
+from longctx_eval.models.retrieval.cache_bound import prune, written_size
 from longctx_eval.progress import console
 
 if TYPE_CHECKING:
@@ -184,9 +184,9 @@ class IndexCache:
 
     def _prune(self, keep: Path) -> None:
         """Delete the least recently used files (entries and chunk-vector packs) until the folder holds at most
-        `disk_bytes` (`cache_bound.py`)."""
+        `disk_bytes` (`cache_bound.py`; listed only when this write may have crossed it)."""
         assert self.folder is not None
-        prune(self.folder, self.disk_bytes, keep)
+        prune(self.folder, self.disk_bytes, keep, added=written_size(keep))
 
 
 def _normalised(value: Mapping[str, Any]) -> Any:
