@@ -168,7 +168,7 @@ def plan(
     hi = max(margin, hay_tokens - margin - span)
     target = margin + start * (hi - margin)
     chainer = _Chainer(cands, placed)
-    tried = []
+    tried: list[tuple[tuple[int, int], int, list[Boundary]]] = []
     for rank, first in enumerate(_nearest(cands, target, set(), len(cands))):
         if rank >= FIRST_FACT_TRIES and tried:
             break  # beyond the first tries only while none fits: a chain that fitted there is never changed
