@@ -169,3 +169,21 @@ def test_a_corrupt_published_file_is_no_scores(tmp_path):
     (folder / "samples" / "needle.jsonl.gz").write_bytes(random.Random(0).randbytes(64))
     (folder / "scores" / "needle.jsonl.gz").write_bytes(gzip.compress(b"{}\n")[:-6])
     assert sample_scores(folder, "needle") == {}
+
+
+@pytest.mark.slow
+def test_every_smollm2_and_rag_cell_builds_with_its_planned_n(reference):
+    """Build (not count) the samples of every SmolLM2 and RAG plan in SmolLM2's tokenizer, as `run` does: the
+    4K cross_paragraph cells once stopped with a DataError that counting could not see (10.4 min beside a run)."""
+    from longctx_eval.models.model_source import hf_tokenizer_pair
+    from longctx_eval.run.plan_samples import plan_samples
+
+    _, tokenizer = hf_tokenizer_pair(parse_spec("smollm2-135m"))
+    for spec in ("smollm2-135m", "rag:bm25+smollm2-135m"):
+        for name, plan in reference[spec].items():
+            if name.startswith("coref"):
+                continue
+            built = plan_samples(plan, 0, tokenizer)
+            per_length = {n: sum(s.metadata["target_tokens"] == n for s in built.samples) for n in plan.lengths}
+            least = 100 if spec != "smollm2-135m" or name in ("needle", "cross_paragraph") else 50
+            assert min(per_length.values()) >= least, (spec, name, per_length)
