@@ -74,6 +74,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--vllm-depths", type=int, default=5, help="vllm: needle depths per haystack")
     p.add_argument("--vllm-haystacks", type=int, default=1, help="vllm: haystacks (repetitions) per length")
     p.add_argument("--vllm-backends", default="hf,vllm,served", help="vllm: hf,vllm,served (lm-eval runs in vllm)")
+    p.add_argument(
+        "--vllm-levers", default="all", choices=("all", "prefix"), help="vllm: levers switched off (prefix: only it)"
+    )
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     return p.parse_args(argv)
 
@@ -334,6 +337,28 @@ def _vllm_lines(v: dict[str, Any]) -> list[str]:
     ]
 
 
+def _vllm_grid_lines(out: Path) -> list[str]:
+    """The vllm part's runs on grids other than the default (benchmarks/results/vllm-*.json), each its own table."""
+    from benchmarks.vllm_backends import table
+
+    lines = []
+    for path in sorted(out.glob("vllm-*.json")):
+        data = json.loads(path.read_text())
+        v = data.get("vllm", {})
+        grid = v.get("grid", {})
+        load = v.get("load_average_1min", {})
+        lines += [
+            f"### The needle grid {grid.get('lengths')} x {grid.get('depths')} depths x {grid.get('haystacks')} "
+            f"haystacks ({v.get('samples')} samples; `{path.name}`)\n",
+            f"Measured {data.get('environment', {}).get('date_utc', '')}, levers switched off: "
+            f"{v.get('levers', 'all')}; 1-minute load average: "
+            + ", ".join(f"{k} {x}" for k, x in load.items())
+            + ".\n",
+            table(v),
+        ]
+    return lines
+
+
 def _cache_study_lines(study: dict[str, Any] | None) -> list[str]:
     """The prefix-cache study (`benchmarks/vllm_priming.py`), where vllm.json holds one."""
     if not study:
@@ -356,6 +381,7 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
             lines += _reuse_lines(parts["embedding_reuse"], meta["out_dir"])
         if "vllm" in parts:
             lines += _vllm_lines(parts["vllm"])
+        lines += _vllm_grid_lines(meta["out_dir"])
         if "prefix_order" in parts:
             lines += _prefix_order_lines(parts["prefix_order"])
         if "samples" in parts.get("build", {}):
@@ -478,6 +504,7 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
         lines += _gpu_lines(parts["gpu_check"], meta.get("out_dir", REPO / "benchmarks" / "results"))
     if "vllm" in parts:
         lines += _vllm_lines(parts["vllm"])
+    lines += _vllm_grid_lines(meta.get("out_dir", REPO / "benchmarks" / "results"))
     if "prefix_order" in parts:
         lines += _prefix_order_lines(parts["prefix_order"])
     return "\n".join(lines)
@@ -597,6 +624,7 @@ def main(argv: list[str] | None = None) -> int:
             args.vllm_depths,
             args.vllm_haystacks,
             [b for b in args.vllm_backends.split(",") if b],
+            levers=args.vllm_levers,
         )
         if "skipped" in parts["vllm"] and (args.out / "vllm.json").is_file():
             log("vllm: the committed results/vllm.json is kept (this run measured nothing)")
@@ -609,13 +637,19 @@ def main(argv: list[str] | None = None) -> int:
     meta["seconds"] = round(time.perf_counter() - started, 1)
     meta["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     from benchmarks.embedding_reuse import result_name
+    from benchmarks.vllm_backends import result_name as vllm_name
 
-    files = {name: f"{name}.json" for name in PARTS} | {"embedding_reuse": result_name(args.reuse_length)}
+    grid = ([int(x) for x in args.vllm_lengths.split(",")], args.vllm_depths, args.vllm_haystacks, args.vllm_levers)
+    files = {name: f"{name}.json" for name in PARTS} | {
+        "embedding_reuse": result_name(args.reuse_length),
+        "vllm": vllm_name(*grid),
+    }
     for name, data in parts.items():
         write(args.out, files[name], json.dumps({**meta, name: data}, indent=1) + "\n")
     shown = dict(parts)
-    if files["embedding_reuse"] != "embedding_reuse.json":  # another length: its own file; the README shows the
-        shown.pop("embedding_reuse", None)  # committed default-length table (and the 1M one, `_reuse_lines`)
+    for name in ("embedding_reuse", "vllm"):  # another length or grid: its own file; the README shows the committed
+        if files[name] != f"{name}.json":  # default table, then the others (`_reuse_lines`, `_vllm_grid_lines`)
+            shown.pop(name, None)
     for name in PARTS:  # parts not run this time keep their last committed results in the README
         if name not in shown and (args.out / f"{name}.json").is_file():
             shown[name] = json.loads((args.out / f"{name}.json").read_text()).get(name, {})

@@ -58,6 +58,18 @@ VLLM_VENV = REPO / ".venv-vllm"
 SKIP_LINE = "skipped: .venv-vllm is missing (`make vllm-cpu` builds it, ~10 min, ~4 GB)"
 LM_EVAL_MISSING = "lm-eval 0.4.13 is not in .venv-vllm (`make bench` installs it there: .venv-vllm/.bench-installed)"
 JOB_TIMEOUT_S = 3600
+LEVERS = ("all", "prefix")
+"""Which levers the passes switch off: `all` (prefix reuse, adjacency, batching: the default), or `prefix` only,
+so a larger grid fits a sitting (hf: ours and no reuse; vllm: ours, no reuse, ours, with lm-eval's two passes
+between; the server: ours, then one in flight with and without its cache)."""
+
+
+def result_name(lengths: Sequence[int], depths: int, haystacks: int, levers: str = "all") -> str:
+    """vllm.json for the default grid; another grid (or lever set) its own file, so the default's stays."""
+    if (tuple(lengths), depths, haystacks, levers) == (LENGTHS, DEPTHS, HAYSTACKS, "all"):
+        return "vllm.json"
+    tail = "" if levers == "all" else f"-{levers}"
+    return f"vllm-{'-'.join(str(n) for n in lengths)}x{depths * haystacks}{tail}.json"
 
 
 def log(message: str) -> None:
@@ -232,7 +244,8 @@ def hf_job(params: dict[str, Any]) -> dict[str, Any]:
     from longctx_eval.models.spec import parse_spec
 
     t0 = time.perf_counter()
-    models = [load_model(parse_spec(f"hf:{MODEL}{q}")) for q in ("", "?prefix_cache=false", "")]
+    queries = ("", "?prefix_cache=false", "")[: 2 if params.get("levers") == "prefix" else 3]
+    models = [load_model(parse_spec(f"hf:{MODEL}{q}")) for q in queries]
     load_s = (time.perf_counter() - t0) / len(models)
     task, samples, requests = build_grid(models[0].tokenizer, params)
     bound = [m.bind(task, samples) for m in models]
@@ -241,7 +254,7 @@ def hf_job(params: dict[str, Any]) -> dict[str, Any]:
         ("ours", "ours (runner order, prefix cache)", bound[0], order),
         ("no_prefix", "no prefix reuse (prefix_cache=false)", bound[1], order),
         ("no_adjacency", "round-robin order (prefix cache)", bound[2], round_robin(order, samples)),
-    ]
+    ][: 2 if params.get("levers") == "prefix" else 3]
     warm = _warm_request(order)
     for b in bound:
         b.generate([warm])
@@ -334,7 +347,11 @@ def vllm_job(params: dict[str, Any]) -> dict[str, Any]:
             return timed_pass("no_adjacency", "round-robin order (one engine call, prefix cache)", rr, samples,
                               bound.generate, whole)  # fmt: skip
 
-        plan = [ours, salted, one_at_a_time, round_robin_pass, salted, ours]
+        plan = (
+            [ours, salted, ours]
+            if params.get("levers") == "prefix"
+            else [ours, salted, one_at_a_time, round_robin_pass, salted, ours]
+        )
         runs, peer_runs = [], []
         for i, step in enumerate(plan):
             llm.reset_prefix_cache()
@@ -430,7 +447,7 @@ def served_job(params: dict[str, Any]) -> dict[str, Any]:
             ("no_batching", "one request in flight (prefix cache)", b_single, 1, None),
             ("no_prefix_one", "one request in flight, no prefix reuse", b_single, 1, reset),
             ("ours", in_flight, b_ours, b_ours.batch_size, None),
-        ]
+        ][: 3 if params.get("levers") == "prefix" else 4]
         runs = []
         for key, label, bound, batch, each in plan:
             reset()
@@ -664,6 +681,7 @@ def run_vllm_part(
     haystacks: int = HAYSTACKS,
     backends: Sequence[str] = BACKENDS,
     venv: Path | None = None,
+    levers: str = "all",
 ) -> dict[str, Any]:
     """Every selected backend in its own process, one after the other (lm-eval's inside the `vllm` one); then the
     ratios and what each lever bought."""
@@ -671,9 +689,16 @@ def run_vllm_part(
     unknown = [b for b in backends if b not in JOBS]
     if unknown:
         raise SystemExit(f"unknown vllm backend {unknown}; expected some of {','.join(BACKENDS)}")
+    if levers not in LEVERS:
+        raise SystemExit(f"unknown vllm levers {levers!r}; expected one of {', '.join(LEVERS)}")
     grid = {"lengths": list(lengths), "depths": depths, "haystacks": haystacks}
     bound = round(prefix_bound(depth_grid(depths)), 3)
-    out: dict[str, Any] = {"grid": grid, "samples": len(lengths) * depths * haystacks, "prefix_bound": bound}
+    out: dict[str, Any] = {
+        "grid": grid,
+        "levers": levers,
+        "samples": len(lengths) * depths * haystacks,
+        "prefix_bound": bound,
+    }
     python = vllm_python(venv)
     if python is None:
         log(f"vllm: {SKIP_LINE}")
@@ -682,7 +707,7 @@ def run_vllm_part(
     out["load_average_1min"] = {"start": _load()}
     results: dict[str, Any] = {}
     for backend in backends:
-        params = dict(grid)
+        params = {**grid, "levers": levers}
         if backend == "vllm":
             params["peer"] = (venv / "bin" / "lm_eval").is_file()
             if not params["peer"]:

@@ -187,3 +187,20 @@ def test_build_samples_step_times_old_against_new(tmp_path: Path) -> None:
     assert cell["same_samples"] and cell["old"][0]["code"] != cell["new"][0]["code"]
     assert len(cell["new"][0]["per_sample_s"]) == 2 and cell["ratio_later"] > 0
     assert "Sample builders" in (tmp_path / "README.md").read_text()
+
+
+def test_vllm_part_another_grid_writes_its_own_file_and_keeps_the_default(tmp_path: Path) -> None:
+    """A grid other than the default (or the prefix-only lever set) goes to vllm-<lengths>x<n>[-prefix].json; the
+    README keeps the default vllm.json's table and adds one per other grid."""
+    from benchmarks.__main__ import _vllm_grid_lines
+    from benchmarks.vllm_backends import LENGTHS, result_name
+
+    assert result_name(LENGTHS, 5, 1) == "vllm.json"
+    assert result_name([1024, 2048, 4096], 5, 4, "prefix") == "vllm-1024-2048-4096x20-prefix.json"
+    assert result_name(LENGTHS, 5, 4) == "vllm-1024-2048x20.json"
+    v = {"grid": {"lengths": [4096], "depths": 5, "haystacks": 4}, "levers": "prefix", "samples": 20}
+    v |= {"prefix_bound": 1.43, "summary": {}, "backends": {}, "load_average_1min": {"start": 0.5}}
+    (tmp_path / "vllm-4096x20-prefix.json").write_text(json.dumps({"environment": {"date_utc": "D"}, "vllm": v}))
+    text = "\n".join(_vllm_grid_lines(tmp_path))
+    assert "[4096] x 5 depths x 4 haystacks (20 samples; `vllm-4096x20-prefix.json`)" in text
+    assert "Measured D, levers switched off: prefix; 1-minute load average: start 0.5" in text
