@@ -644,6 +644,11 @@ def main(argv: list[str] | None = None) -> int:
         "embedding_reuse": result_name(args.reuse_length),
         "vllm": vllm_name(*grid),
     }
+    earlier = args.out / files["vllm"]
+    if "vllm" in parts and earlier.is_file():  # the prefix-cache study (benchmarks/vllm_priming.py) is its own run
+        study = json.loads(earlier.read_text()).get("vllm", {}).get("cache_study")
+        if study:
+            parts["vllm"].setdefault("cache_study", study)
     for name, data in parts.items():
         write(args.out, files[name], json.dumps({**meta, name: data}, indent=1) + "\n")
     shown = dict(parts)

@@ -48,7 +48,8 @@ DEPTHS = 5
 HAYSTACKS = 1
 """The default grid: 10 needle samples, 5 depths of one haystack per length: 46 min (2789 s) here on 2 cores at a
 1-minute load average of 4-6 from other jobs (the four engine starts ~14 min of it). The issue's grid, 1K-8K with 20
-per length, is the same code with `--vllm-lengths 1024,2048,4096,8192 --vllm-haystacks 4`, hours on 2 cores."""
+per length, is the same code with `--vllm-lengths 1024,2048,4096,8192 --vllm-haystacks 4`, hours on 2 cores
+(`--vllm-levers prefix` drops the adjacency and batching passes; `--vllm-backends` runs one backend per sitting)."""
 BACKENDS = ("hf", "vllm", "served")
 """The jobs; lm-eval's vLLM backend runs inside the `vllm` job, its passes interleaved with ours."""
 MODEL = "smollm2-135m"

@@ -204,3 +204,20 @@ def test_vllm_part_another_grid_writes_its_own_file_and_keeps_the_default(tmp_pa
     text = "\n".join(_vllm_grid_lines(tmp_path))
     assert "[4096] x 5 depths x 4 haystacks (20 samples; `vllm-4096x20-prefix.json`)" in text
     assert "Measured D, levers switched off: prefix; 1-minute load average: start 0.5" in text
+
+
+def test_vllm_part_rerun_keeps_the_cache_study(tmp_path: Path, monkeypatch) -> None:
+    """A new run of the vllm part keeps the prefix-cache study (benchmarks/vllm_priming.py) its file held."""
+    import benchmarks.vllm_backends as vb
+    from benchmarks.__main__ import main
+
+    def measured(*args: object, **kwargs: object) -> dict:
+        return {"grid": {"lengths": [1024, 2048], "depths": 5, "haystacks": 1}, "prefix_bound": 1.43, "samples": 10}
+
+    monkeypatch.setattr(vb, "run_vllm_part", measured)
+    committed = Path(__file__).resolve().parents[2] / "benchmarks" / "results" / "vllm.json"
+    study = json.loads(committed.read_text())["vllm"]["cache_study"]
+    (tmp_path / "vllm.json").write_text(json.dumps({"vllm": {"cache_study": study}}))
+    assert main(["--parts", "vllm", "--out", str(tmp_path)]) == 0
+    assert json.loads((tmp_path / "vllm.json").read_text())["vllm"]["cache_study"] == study
+    assert "vLLM's prefix cache, counted" in (tmp_path / "README.md").read_text()
