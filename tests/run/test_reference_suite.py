@@ -160,6 +160,31 @@ def test_parts_add_up_and_published_scores_pair_with_compare(tmp_path, capsys):
     assert row["task"] == "needle" and row["pairs"] == 3 and row["refused"] == {}
 
 
+def test_a_part_run_elsewhere_adds_to_the_published_copy(tmp_path, capsys):
+    """A model's parts run into two folders (two machines or days): publishing the second keeps the first's tasks
+    in the copy, so a board built from the per-sample copies alone still shows both (it once lost the first)."""
+    suite = tmp_path / "small.toml"
+    suite.write_text("[bm25]\nneedle = { lengths = [512], args = { depths = 3 } }\nretrieval = { lengths = [1024] }\n")
+    first, second, board = tmp_path / "night", tmp_path / "day", tmp_path / "board"
+    assert main(["run", "--suite", str(suite), "--part", "needle", "--out", str(first)]) == 0
+    assert main(["leaderboard", str(first), "--out", str(board), "--per-sample"]) == 0
+    assert main(["run", "--suite", str(suite), "--part", "retrieval", "--out", str(second)]) == 0
+    copies = board / "per-sample"
+    assert main(["leaderboard", str(second), str(copies), "--out", str(board), "--per-sample"]) == 0
+    published = json.loads((copies / "bm25" / "run.json").read_text())
+    assert [t["name"] for t in published["tasks"]] == ["retrieval", "needle"]
+    assert published["started"] == json.loads((second / "bm25" / "run.json").read_text())["started"]
+    for task in ("needle", "retrieval"):
+        assert (copies / "bm25" / "scores" / f"{task}.jsonl.gz").is_file()
+    again = tmp_path / "again"
+    capsys.readouterr()
+    assert main(["leaderboard", str(copies), "--out", str(again)]) == 0
+    board_json = json.loads((again / "leaderboard.json").read_text())
+    assert "needle" in json.dumps(board_json) and "retrieval" in json.dumps(board_json)
+    text = (again / "LEADERBOARD.md").read_text()
+    assert "## needle" in text and "## retrieval" in text
+
+
 def test_a_corrupt_published_file_is_no_scores(tmp_path):
     from longctx_eval.scoring.paired_scores import sample_scores
 
