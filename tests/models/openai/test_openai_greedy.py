@@ -16,6 +16,15 @@ REPEATING = "The cat sat on the mat. The cat sat on the mat. The cat sat on the 
 """A prompt whose greedy continuation repeats it, so a repetition penalty changes the reply (measured on SmolLM2)."""
 
 
+def _fresh(server: str) -> None:
+    """Evaluate an unrelated prompt, so the next request prefills its prompt whole: llama.cpp reuses the previous
+    prompt's cached prefix, and a reply computed over that reuse can differ from a whole prefill at a near tie (seen
+    on a fresh machine's build: the adapter's reply, sent first, differed from the same neutral request sent right
+    after it; with this before each, they match)."""
+    status, _ = http_json(f"{server}/completions", {"model": LLAMA_MODEL, "prompt": "Hello there", "max_tokens": 1})
+    assert status == 200
+
+
 def _request(prompt: str, max_new_tokens: int = 16) -> Request:
     return Request(sample_id="s0", prompt=prompt, context=prompt, query="", max_new_tokens=max_new_tokens)
 
@@ -52,8 +61,10 @@ def test_llama_cpp_replies_greedily_only_with_the_neutral_penalties(llama_cpp_se
         adapter.close()
     assert pred.status == "ok", pred.error
     raw = {"model": LLAMA_MODEL, "prompt": REPEATING, "max_tokens": 16, "temperature": 0}
+    _fresh(llama_cpp_server)
     status, default = http_json(f"{llama_cpp_server}/completions", raw)  # the server's own repeat_penalty (1.1)
     assert status == 200
+    _fresh(llama_cpp_server)
     status, neutral = http_json(f"{llama_cpp_server}/completions", {**raw, "repeat_penalty": 1.0})
     assert status == 200
     assert default["choices"][0]["text"] != neutral["choices"][0]["text"]  # the default penalty does change it
