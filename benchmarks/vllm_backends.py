@@ -73,6 +73,11 @@ def result_name(lengths: Sequence[int], depths: int, haystacks: int, levers: str
     return f"vllm-{'-'.join(str(n) for n in lengths)}x{depths * haystacks}{tail}.json"
 
 
+def prefix_only(params: dict[str, Any]) -> bool:
+    """Whether this job runs only the passes that switch prefix reuse off (`--vllm-levers prefix`)."""
+    return params.get("levers") == "prefix"
+
+
 def log(message: str) -> None:
     """Progress on stderr."""
     print(message, file=sys.stderr, flush=True)
@@ -245,7 +250,7 @@ def hf_job(params: dict[str, Any]) -> dict[str, Any]:
     from longctx_eval.models.spec import parse_spec
 
     t0 = time.perf_counter()
-    queries = ("", "?prefix_cache=false", "")[: 2 if params.get("levers") == "prefix" else 3]
+    queries = ("", "?prefix_cache=false", "")[: 2 if prefix_only(params) else 3]
     models = [load_model(parse_spec(f"hf:{MODEL}{q}")) for q in queries]
     load_s = (time.perf_counter() - t0) / len(models)
     task, samples, requests = build_grid(models[0].tokenizer, params)
@@ -254,8 +259,9 @@ def hf_job(params: dict[str, Any]) -> dict[str, Any]:
     lanes = [
         ("ours", "ours (runner order, prefix cache)", bound[0], order),
         ("no_prefix", "no prefix reuse (prefix_cache=false)", bound[1], order),
-        ("no_adjacency", "round-robin order (prefix cache)", bound[2], round_robin(order, samples)),
-    ][: 2 if params.get("levers") == "prefix" else 3]
+    ]
+    if not prefix_only(params):
+        lanes.append(("no_adjacency", "round-robin order (prefix cache)", bound[2], round_robin(order, samples)))
     warm = _warm_request(order)
     for b in bound:
         b.generate([warm])
@@ -350,7 +356,7 @@ def vllm_job(params: dict[str, Any]) -> dict[str, Any]:
 
         plan = (
             [ours, salted, ours]
-            if params.get("levers") == "prefix"
+            if prefix_only(params)
             else [ours, salted, one_at_a_time, round_robin_pass, salted, ours]
         )
         runs, peer_runs = [], []
@@ -448,7 +454,7 @@ def served_job(params: dict[str, Any]) -> dict[str, Any]:
             ("no_batching", "one request in flight (prefix cache)", b_single, 1, None),
             ("no_prefix_one", "one request in flight, no prefix reuse", b_single, 1, reset),
             ("ours", in_flight, b_ours, b_ours.batch_size, None),
-        ][: 3 if params.get("levers") == "prefix" else 4]
+        ][: 3 if prefix_only(params) else 4]
         runs = []
         for key, label, bound, batch, each in plan:
             reset()
