@@ -101,11 +101,36 @@ class Cell:
     failed: int = 0
     low_n: bool = False
     """A value from fewer samples than the board's minimum n: shown, marked, never ranked on."""
+    expected: int | None = None
+    """The samples the run set out to evaluate: `planned`, or fewer under its `limit` (None: `planned`)."""
 
     @property
     def partial(self) -> bool:
-        """Fewer samples evaluated than the task's full grid has for this stratum."""
-        return self.state == "value" and self.planned is not None and (self.evaluated or 0) < self.planned
+        """Fewer samples evaluated than the run set out to: the task's full grid, or what its `limit` took."""
+        wanted = self.planned if self.expected is None else self.expected
+        return self.state == "value" and wanted is not None and (self.evaluated or 0) < wanted
+
+
+def expected_samples(task: TaskResult, covered: Sequence[Coverage]) -> int:
+    """How many of `covered`'s planned samples the run set out to evaluate: all of them, or under the task's
+    `limit` (at most that many per length, spread over the length's strata) the limit per length.
+
+    A stratum of a length the limit cut is expected to be what was run there when its length got all the
+    limit allowed (the runner's spread decides the per-depth share), else its whole plan."""
+    if task.limit is None:
+        return sum(c.planned for c in covered)
+    strata = strata_coverage(task.coverage)
+    total = 0
+    for length in sorted({c.length for c in covered}):
+        here = [c for c in covered if c.length == length]
+        whole = [c for c in strata if c.length == length]
+        allowed = min(sum(c.planned for c in whole), task.limit)
+        ran = sum(c.evaluated + c.over_length + c.failed for c in whole)
+        if {id(c) for c in here} == {id(c) for c in whole}:
+            total += allowed
+        else:
+            total += sum(c.evaluated + c.over_length + c.failed if ran >= allowed else c.planned for c in here)
+    return total
 
 
 def cell(task: TaskResult, metric: str, length: int | None, depth: float | None, min_n: int = DEFAULT_MIN_N) -> Cell:
@@ -133,10 +158,11 @@ def _cell(task: TaskResult, metric: str, length: int | None, depth: float | None
     evaluated = sum(c.evaluated for c in covered)
     over = sum(c.over_length for c in covered)
     failed = sum(c.failed for c in covered)
+    expected = expected_samples(task, covered) if task.limit is not None else None
     if evaluated == 0:
         state: CellState = "failed" if failed else "over_window" if over else "not_evaluated"
-        return Cell(None, state, planned, evaluated, over, failed)
-    return Cell(row, "missing" if row is None else "value", planned, evaluated, over, failed)
+        return Cell(None, state, planned, evaluated, over, failed, expected=expected)
+    return Cell(row, "missing" if row is None else "value", planned, evaluated, over, failed, expected=expected)
 
 
 def pooled_lengths_of(task: TaskResult) -> list[int] | None:

@@ -79,8 +79,10 @@ def format_state(c: Cell) -> str:
     if c.row is None or c.planned is None:
         return text + (" (low n)" if c.low_n else "")
     if c.partial:
-        text = text.rsplit(" n=", 1)[0] + f" n={c.row.n}/{c.planned}"
-    notes = ["low n"] * c.low_n + [f"{c.over_length} over window"] * bool(c.over_length)
+        text = text.rsplit(" n=", 1)[0] + f" n={c.row.n}/{c.planned if c.expected is None else c.expected}"
+    cut = c.expected is not None and c.planned is not None and c.expected < c.planned
+    notes = ["low n"] * c.low_n + [f"limit: {c.expected} of {c.planned}"] * cut
+    notes += [f"{c.over_length} over window"] * bool(c.over_length)
     notes += [f"{c.failed} failed"] * bool(c.failed)
     return text + (f" ({', '.join(notes)})" if notes else "")
 
@@ -94,10 +96,12 @@ def cell_legend(min_n: int = DEFAULT_MIN_N) -> str:
     """What a leaderboard cell says, shown above the tables (LEADERBOARD.md and the site)."""
     return (
         "Each cell is the task's primary metric at that context length (tokens), pooled over depths, with its 95% "
-        "bootstrap interval and sample count; `n=2/5` marks a partial cell (2 of the 5 samples of the task's grid "
-        "evaluated). **n/a (over window)**: every sample at that length was longer than the model's context "
-        "window; **N failed**: N requests failed (a server error, out of memory, a refused model): they are not "
-        "scored, their reasons are listed under the table, and a rerun retries them; **failed: reason**: every "
+        "bootstrap interval and sample count; `n=2/5` marks a partial cell (2 of the 5 samples of the task's grid, "
+        "or of those its `limit` took, evaluated); **limit: 100 of 306**: the run's `limit` took 100 of the grid's "
+        "306 samples there (at most `limit` per length, spread over its strata). **n/a (over window)**: every sample "
+        "at that length was longer than the model's context window; **N failed**: N requests failed (a server "
+        "error, out of memory, a refused model): they are not scored, their reasons are listed under the table, "
+        "and a rerun retries them; **failed: reason**: every "
         "request of the task failed; **not evaluated**: that length's samples were not run (`--limit`). "
         "**all** pools the lengths it names (never over-window ones; older run files: every length). "
         f"**low n**: fewer than {min_n} samples (the minimum n, `leaderboard --min-n`): the value is shown but "

@@ -20,7 +20,15 @@ from pathlib import Path
 from longctx_eval.atomic_io import atomic_write_bytes, atomic_write_text
 from longctx_eval.leaderboard.breakdowns import DEFAULT_MIN_N, contrast_section, effective_note, slice_sections
 from longctx_eval.leaderboard.details import detail_section
-from longctx_eval.leaderboard.grid import cell, primary_metric, ranking, ranking_rule, task_names, task_of
+from longctx_eval.leaderboard.grid import (
+    cell,
+    expected_samples,
+    primary_metric,
+    ranking,
+    ranking_rule,
+    task_names,
+    task_of,
+)
 from longctx_eval.leaderboard.length_args import length_args_section, length_args_text
 from longctx_eval.leaderboard.markdown import (
     MERGE_RULE,
@@ -388,8 +396,9 @@ def _coverage_table(tasks: Sequence[TaskResult], entry: RunResult, site: SiteInp
         metric = primary_metric(board, site.entries)
         strata = strata_coverage(result.coverage)
 
-        def unrun(planned: int, strata: Sequence[Coverage] = strata) -> bool:
-            return sum(c.evaluated + c.over_length + c.failed for c in strata) < planned
+        def unrun(planned: int, strata: Sequence[Coverage] = strata, result: TaskResult = result) -> bool:
+            wanted = expected_samples(result, strata) if result.limit is not None else planned
+            return sum(c.evaluated + c.over_length + c.failed for c in strata) < wanted
 
         planned = sum(c.planned for c in strata) if strata else None
         evaluated = sum(c.evaluated for c in strata) if strata else result.n_samples - result.over_length
@@ -450,7 +459,7 @@ def _task_details(result: TaskResult, entry: RunResult, site: SiteInput, links: 
                 (
                     str(c.evaluated),
                     c.evaluated,
-                    "partial" if c.evaluated + c.over_length + c.failed < c.planned else "",
+                    "partial" if c.evaluated + c.over_length + c.failed < expected_samples(result, [c]) else "",
                 ),
                 (str(c.over_length), c.over_length),
                 (str(c.failed), c.failed, "failed" if c.failed else ""),

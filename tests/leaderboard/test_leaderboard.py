@@ -23,8 +23,10 @@ from longctx_eval.leaderboard.build import (
     update_leaderboard,
     write_schema,
 )
+from longctx_eval.leaderboard.grid import cell
 from longctx_eval.leaderboard.heatmaps import panel_axes, task_figure
 from longctx_eval.leaderboard.markdown import render_markdown
+from longctx_eval.leaderboard.site import Links, SiteInput, model_page
 from longctx_eval.results import (
     Coverage,
     Environment,
@@ -492,6 +494,29 @@ def test_over_window_not_evaluated_and_partial_cells(tmp_path: Path) -> None:
     assert row[5].startswith("0.75 ") and row[5].endswith("n=7/10 |")  # 16K and 4K are not pooled
     assert "m 5 over-length, 0 failed of 20" in alpha  # the run's over-length count is still shown
     assert "Warnings: m: scorer never produced the primary metric 'score'." in alpha
+
+
+def test_a_limited_cell_is_not_partial_when_the_limit_was_run_whole(tmp_path: Path) -> None:
+    # limit=2: at 1K the 2 samples the limit took of 5 were all run; at 2K only 1 of them was (an interrupted run).
+    cells = {1024: (0.9, 5, 2, 0), 2048: (0.6, 5, 1, 0), 4096: (0.5, 1, 1, 0)}
+    task = covered_task("alpha", cells).model_copy(update={"limit": 2})
+    entry = run_with("m", "2025-05-01T00:00:00+00:00", [task])
+    assert not cell(task, "score", 1024, None).partial and cell(task, "score", 2048, None).partial
+    assert not cell(task, "score", 4096, None).partial  # the grid had fewer than the limit
+    out = tmp_path / "lb"
+    update_leaderboard([put(entry, tmp_path / "m.json")], out, now=NOW, min_n=1)
+    alpha = section((out / "LEADERBOARD.md").read_text(), "alpha")
+    row = next(line for line in alpha.splitlines() if line.startswith("| **m**")).split(" | ")
+    assert row[1].endswith("n=2 (limit: 2 of 5)")
+    assert row[2].endswith("n=1/2 (limit: 2 of 5)")  # partial against what the limit took, not the grid
+    assert row[3].endswith("n=1")
+    assert row[4].endswith("n=4/5 (limit: 5 of 11) |")  # pooled: 2 + 2 + 1 expected
+    fig = task_figure("alpha", [entry], 1)
+    assert fig is not None
+    assert [t.get_text() for t in panel_axes(fig)[0].texts] == ["0.90", "0.60*", "0.50", "0.67*"]
+    # The model page's coverage table marks only the cut-short length as partial.
+    page = model_page(entry, SiteInput([entry], "now", {}, {}, min_n=1), Links({}, {}, {}, {}))
+    assert page.count('class="partial"') == 3  # 2K's stratum, the task's evaluated count and its pooled value
 
 
 def test_heatmap_hatches_over_window_and_marks_not_evaluated() -> None:
