@@ -79,6 +79,14 @@ def score_scale(model: ModelMeta) -> str:
     return f"{model.kind} score"
 
 
+def scale_ranks(model: ModelMeta) -> int | None:
+    """How many ranks a system's own scores stay on one scale: a reranker's depth (past it its ranking and scores
+    are the first stage's, another scale), else None (every rank)."""
+    settings = model.settings or {}
+    depth = settings.get("rerank_depth")
+    return depth if settings.get("rerank") and isinstance(depth, int) and depth > 0 else None
+
+
 def curve_names(board: Board) -> list[str]:
     """Curves any model of the board reports pooled over lengths, in first-seen order."""
     return list(dict.fromkeys(c.name for _, r in board for c in r.curves if c.length is None))
@@ -106,15 +114,22 @@ def curve_figure(task: str, name: str, entries: Sequence[RunResult], min_n: int 
     and fused scores are not comparable on one axis."""
     _, board = _board(task, entries, min_n)
     meta = {e.model.name: e.model for e in entries}
-    found: list[tuple[int, str, str, CurveResult]] = []
+    found: list[tuple[int, str, str, CurveResult, list[CurvePoint]]] = []
+    clipped: dict[str, int] = {}  # score scale -> the reranker depth its curves stop at
     for i, (label, (model, result)) in enumerate(zip(_labels(board), board, strict=True)):
         curve = next((c for c in result.curves if c.name == name and c.length is None), None)
-        if curve is not None and full_population(curve):
-            scale = score_scale(meta[model]) if name in SYSTEM_SCALE_CURVES and model in meta else ""
-            found.append((i, label, scale, curve))
+        if curve is None:
+            continue
+        points, scale = full_population(curve), ""
+        if name in SYSTEM_SCALE_CURVES and model in meta:
+            scale, depth = score_scale(meta[model]), scale_ranks(meta[model])
+            if depth is not None and any(p.x > depth for p in points):
+                points, clipped[scale] = [p for p in points if p.x <= depth], depth
+        if len(points) >= 2:  # one point is no curve (the slice plots show categories)
+            found.append((i, label, scale, curve, points))
     if not found:
         return None
-    scales = list(dict.fromkeys(scale for _, _, scale, _ in found))
+    scales = list(dict.fromkeys(f[2] for f in found))
     first = found[0][3]
     ncols = 1 if len(scales) == 1 else 2
     nrows = math.ceil(len(scales) / ncols)
@@ -124,12 +139,11 @@ def curve_figure(task: str, name: str, entries: Sequence[RunResult], min_n: int 
     for ax in axes[len(scales) :]:
         ax.remove()
     handles, labels = [], []
-    cut = any(len(full_population(c)) < len(c.points) for *_, c in found)
+    cut = any(len(full_population(c)) < len(c.points) for *_, c, _ in found)
     for ax, scale in zip(axes, scales, strict=False):
         unit = True
         mine = [f for f in found if f[2] == scale]
-        for k, (i, label, _, curve) in enumerate(mine):
-            points = full_population(curve)
+        for k, (i, label, _, _, points) in enumerate(mine):
             x = np.array([p.x for p in points])
             y = np.array([p.value for p in points])
             lo = np.array([p.ci95[0] for p in points])
@@ -147,7 +161,9 @@ def curve_figure(task: str, name: str, entries: Sequence[RunResult], min_n: int 
             ax.set_ylim(0.0, 1.02)
         ax.grid(True, alpha=0.3)
         if scale:
-            ax.set_title(f"{first.y_label}: {scale}", fontsize=9)
+            depth = clipped.get(scale)
+            where = f" (ranks 1-{depth}: past them, the first stage's)" if depth else ""
+            ax.set_title(wrapped(f"{first.y_label}: {scale}{where}", width_in / ncols, 9), fontsize=9)
     title = f"{task}: {first.y_label} vs {first.x_label} (all lengths pooled, 95% band)"
     if len(scales) > 1:
         title += "; one panel per score scale"

@@ -375,6 +375,23 @@ def test_a_pooled_curve_stops_where_its_population_would_change() -> None:
     assert "only where every pooled sample has a value" in fig._suptitle.get_text().replace("\n", " ")
 
 
+def test_a_rerankers_score_curve_stops_at_its_depth_and_one_point_is_no_curve() -> None:
+    # past rerank_depth a reranker's ranks carry the first stage's cosine scores: another scale, not drawn
+    curve = _curve("similarity_decay", [1.0 / k for k in range(1, 31)])
+    task = _task("retrieval", {8192: (0.8, 40)}, capability="retrieve", metric="recall@5", curves=[curve])
+    settings = {"rerank": "maxsim", "rerank_depth": 20}
+    fig = curve_figure("retrieval", "similarity_decay", [_run("maxsim", [task], kind="retriever", settings=settings)])
+    assert fig is not None
+    (line,) = fig.axes[0].get_lines()
+    assert list(line.get_xdata()) == list(range(1, 21))
+    assert "ranks 1-20: past them, the first stage's" in fig.axes[0].get_title().replace("\n", " ")
+    # pooled over lengths whose distances differ, only distance 0 is carried by every sample: no figure
+    points = [CurvePoint(x=0.0, value=0.9, n=300, ci95=(0.8, 1.0)), CurvePoint(x=128.0, value=0.1, n=48, ci95=(0, 1))]
+    one = CurveResult(name="recall_vs_distance", length=None, x_label="tokens", y_label="score", points=points)
+    task = _task("cross", {8192: (0.8, 40)}, curves=[one])
+    assert curve_figure("cross", "recall_vs_distance", [_run("a", [task])]) is None
+
+
 def test_slices_are_points_not_lines_and_one_category_is_not_plotted() -> None:
     def sliced(values: dict[str, float]) -> TaskResult:
         rows = [_row("score", None, v, 40, slice={"hops": int(k)}) for k, v in values.items()]
