@@ -658,7 +658,11 @@ def main(argv: list[str] | None = None) -> int:
     for name in PARTS:  # parts not run this time keep their last committed results in the README
         if name not in shown and (args.out / f"{name}.json").is_file():
             shown[name] = json.loads((args.out / f"{name}.json").read_text()).get(name, {})
-    text = markdown({**meta, "out_dir": args.out}, {name: shown[name] for name in PARTS if name in shown})
+    header = {**meta, "out_dir": args.out}
+    saved = args.out / "chunking.json"
+    if "chunking" not in parts and saved.is_file():  # the header dates the chunking table under it, as measured
+        header["environment"] = json.loads(saved.read_text()).get("environment", meta["environment"])
+    text = markdown(header, {name: shown[name] for name in PARTS if name in shown})
     write(args.out, "README.md", text)
     print(text)
     return 0

@@ -177,6 +177,18 @@ def speed_summary(runs: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     return out
 
 
+def _speed_runs(speed: dict[str, Any]) -> str:
+    """' This run: N process(es) per side and cell, load L-H.' from the cells themselves ('' without cells)."""
+    cells = [c for c in speed["cells"].values() if "error" not in c]
+    if not cells:
+        return ""
+    runs = sorted({len(c["old"]) for c in cells} | {len(c["new"]) for c in cells})
+    loads = [x for c in cells for side in ("old", "new") for r in c[side] for x in r.get("load_average", [])]
+    count = str(runs[0]) if runs[0] == runs[-1] else f"{runs[0]}-{runs[-1]}"
+    text = f" This run: {count} process(es) per side and cell"
+    return text + (f", 1-minute load average {min(loads):.1f}-{max(loads):.1f}." if loads else ".")
+
+
 def speed_lines(speed: dict[str, Any]) -> list[str]:
     """Markdown: the sample builders' per-sample seconds, old (baseline commit) vs new, measured side by side."""
     if "error" in speed:
@@ -188,7 +200,7 @@ def speed_lines(speed: dict[str, Any]) -> list[str]:
         "the first sample (it builds the haystack); `later`: the mean of the others. Medians over the runs; the "
         "load average (1 min) is the median at the start and end of each process. `same`: both built "
         "identical samples (`dataset_hash`). cross_paragraph builds a chain's `cross` and `same` samples together, "
-        "so every other sample costs nothing and `later` is half a pair's time.\n",
+        "so every other sample costs nothing and `later` is half a pair's time." + _speed_runs(speed) + "\n",
         "| task | length | old first s | new first s | old later s | new later s | later old/new | load | same |",
         "|---|---|---|---|---|---|---|---|---|",
     ]
