@@ -93,7 +93,7 @@ $(VENV)/.bench-installed: $(VENV)/.installed pyproject.toml constraints.txt
 	touch $@
 
 # With .venv-vllm, BENCH_ARGS='--parts vllm' runs the vLLM part (benchmarks/vllm_backends.py): its default grid took
-# 46 min (2789 s) here on 2 cores at a load average of 4-6 from other jobs, four engine starts ~14 min of it.
+# 12.5 min (750 s) here on the 2 cores otherwise idle, three engine starts 5.3 min of it (46 min at a load of 4-6).
 bench: venv $(VENV)/.bench-installed $(if $(wildcard $(VLLM_VENV)/.installed),$(VLLM_VENV)/.bench-installed)
 	$(BIN)/python -m benchmarks $(BENCH_ARGS)
 	$(BIN)/python -m pytest -q -m bench tests/project/test_bench_smoke.py
