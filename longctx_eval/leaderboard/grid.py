@@ -102,7 +102,7 @@ class Cell:
     low_n: bool = False
     """A value from fewer samples than the board's minimum n: shown, marked, never ranked on."""
     expected: int | None = None
-    """The samples the run set out to evaluate: `planned`, or fewer under its `limit` (None: `planned`)."""
+    """The samples the run set out to evaluate: `planned`, or fewer under its `limit` (None without coverage)."""
 
     @property
     def partial(self) -> bool:
@@ -126,7 +126,7 @@ def expected_samples(task: TaskResult, covered: Sequence[Coverage]) -> int:
         whole = [c for c in strata if c.length == length]
         allowed = min(sum(c.planned for c in whole), task.limit)
         ran = sum(c.evaluated + c.over_length + c.failed for c in whole)
-        if {id(c) for c in here} == {id(c) for c in whole}:
+        if len(here) == len(whole):  # `covered` holds the whole length (it is a subset of its strata)
             total += allowed
         else:
             total += sum(c.evaluated + c.over_length + c.failed if ran >= allowed else c.planned for c in here)
@@ -158,7 +158,7 @@ def _cell(task: TaskResult, metric: str, length: int | None, depth: float | None
     evaluated = sum(c.evaluated for c in covered)
     over = sum(c.over_length for c in covered)
     failed = sum(c.failed for c in covered)
-    expected = expected_samples(task, covered) if task.limit is not None else None
+    expected = expected_samples(task, covered)
     if evaluated == 0:
         state: CellState = "failed" if failed else "over_window" if over else "not_evaluated"
         return Cell(None, state, planned, evaluated, over, failed, expected=expected)

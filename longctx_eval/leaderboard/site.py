@@ -396,9 +396,8 @@ def _coverage_table(tasks: Sequence[TaskResult], entry: RunResult, site: SiteInp
         metric = primary_metric(board, site.entries)
         strata = strata_coverage(result.coverage)
 
-        def unrun(planned: int, strata: Sequence[Coverage] = strata, result: TaskResult = result) -> bool:
-            wanted = expected_samples(result, strata) if result.limit is not None else planned
-            return sum(c.evaluated + c.over_length + c.failed for c in strata) < wanted
+        def unrun(strata: Sequence[Coverage] = strata, result: TaskResult = result) -> bool:
+            return sum(c.evaluated + c.over_length + c.failed for c in strata) < expected_samples(result, strata)
 
         planned = sum(c.planned for c in strata) if strata else None
         evaluated = sum(c.evaluated for c in strata) if strata else result.n_samples - result.over_length
@@ -415,7 +414,7 @@ def _coverage_table(tasks: Sequence[TaskResult], entry: RunResult, site: SiteInp
                 (_task_link(board, links), board),
                 (escape(", ".join(length_label(n) for n in result.lengths or [])), min(result.lengths or [0])),
                 (DASH if planned is None else str(planned), planned),
-                (str(evaluated), evaluated, "partial" if planned is not None and unrun(planned) else ""),
+                (str(evaluated), evaluated, "partial" if planned is not None and unrun() else ""),
                 (str(result.over_length), result.over_length),
                 (str(result.errors), result.errors, "failed" if result.errors else ""),
                 (escape((f"{metric}: " if metric else "") + text), key, mark),
