@@ -283,11 +283,21 @@ def hf_job(params: dict[str, Any]) -> dict[str, Any]:
             per_len[key].setdefault(rows[key][-1]["length"], []).append(took)
         log(f"  request {k + 1}/{len(order)}: " + ", ".join(f"{key} {spent[key]:.0f} s" for key in spent))
     passes = [_pass(key, label, 1, spent[key], rows[key], per_len[key]) for key, label, _, _ in lanes]
+    from benchmarks.vllm_priming import ideal_cached  # it imports this module
+
+    ids = [models[0].render(r) for _, r, _ in order]
+    stats = models[0].prefix_cache.stats
     return {
         "backend": "hf",
         "spec": f"hf:{MODEL}",
         "engine_start_s": round(load_s, 2),
         "torch_threads": _torch_threads(),
+        "prefix_cache": {  # the `ours` lane's cache (its one warm-up request shares nothing)
+            "reused_tokens": stats.reused_tokens,
+            "reused_requests": stats.reused,
+            "ideal_cached_tokens": ideal_cached(ids, 1),
+            "prompt_tokens": sum(len(x) for x in ids),
+        },
         "passes": passes,
         "versions": _versions(("torch", "transformers")),
     }
