@@ -873,6 +873,11 @@ def table(result: dict[str, Any]) -> str:
         "is faster; lm-eval ran in the `vllm:` process, its passes between ours (the fair pair); against `hf:` and "
         "the server the ratio crosses processes run at other times.\n"
     )
+    from benchmarks.vllm_prefix_accounting import accounting_table
+
+    accounting = accounting_table(result)
+    if accounting:
+        lines.append(accounting)
     passes = ["| backend | pass | s/sample (each run) |\n|---|---|---|\n"]
     for name in SHOWN:
         for p in backends.get(name, {}).get("passes", []):
