@@ -54,9 +54,30 @@ leaderboard-reference: venv
 		--out '$(LEADERBOARD)/reference' --per-sample && exit $$status
 
 # llama-cpp-python's server (the `api-test` extra), which the served-model tests start on loopback, has no binary
-# wheel: it builds from source once (~4-6 min on 2 cores); pip's wheel cache makes later venvs reuse the build.
-$(VENV)/.api-installed: $(VENV)/.installed pyproject.toml constraints.txt
-	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[api-test]'
+# wheel: it builds from source once per machine (~7 min on 2 cores) into LLAMA_WHEELS, which later venvs reuse.
+# On x86-64 the build is portable (AVX2/FMA/F16C), not -march=native: on this project's CI VM the CPU reports AMX,
+# a native build uses it, and llama.cpp died at its first matmul (general protection fault in ldtilecfg, 2026-12-02).
+# pip's own wheel cache ignores CMAKE_ARGS, hence a folder of our own named for the build.
+LLAMA_CPP_VERSION := $(shell sed -n 's/.*llama-cpp-python\[server\]==\([0-9.]*\).*/\1/p' pyproject.toml)
+ifeq ($(shell uname -m),x86_64)
+LLAMA_CMAKE_ARGS ?= -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
+LLAMA_BUILD ?= avx2
+else
+LLAMA_CMAKE_ARGS ?=
+LLAMA_BUILD ?= native
+endif
+LLAMA_WHEELS ?= $(HOME)/.cache/longctx-eval/llama-cpp-python-$(LLAMA_CPP_VERSION)-$(LLAMA_BUILD)
+$(VENV)/.api-installed: $(VENV)/.installed pyproject.toml constraints.txt Makefile
+	@if ! ls '$(LLAMA_WHEELS)'/llama_cpp_python-*.whl >/dev/null 2>&1; then \
+		echo "building llama-cpp-python $(LLAMA_CPP_VERSION) ($(LLAMA_BUILD)) into $(LLAMA_WHEELS), once (~7 min)"; \
+		rm -rf '$(LLAMA_WHEELS).partial' && \
+		CMAKE_ARGS='$(LLAMA_CMAKE_ARGS)' $(BIN)/pip wheel --quiet --disable-pip-version-check --no-deps \
+			--no-cache-dir -w '$(LLAMA_WHEELS).partial' 'llama-cpp-python==$(LLAMA_CPP_VERSION)' && \
+		rm -rf '$(LLAMA_WHEELS)' && mv '$(LLAMA_WHEELS).partial' '$(LLAMA_WHEELS)'; fi
+	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps --force-reinstall \
+		'$(LLAMA_WHEELS)'/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl
+	$(BIN)/pip install --quiet --disable-pip-version-check --find-links '$(LLAMA_WHEELS)' -c constraints.txt \
+		-e '.[api-test]'
 	touch $@
 
 # lm-evaluation-harness and inspect_ai (the `interop` extra), for the tests that run our exported tasks in them.

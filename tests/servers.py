@@ -146,8 +146,27 @@ def llama_cpp_server_at(log_dir: Path, n_ctx: int = LLAMA_CTX) -> Iterator[str]:
         "--interrupt_requests", "False",  # a second request must queue, not cut the first one's stream short
         "--verbose", "False",
     ]  # fmt: skip
-    with _process(cmd, log_dir / "llama-cpp-server.log", lambda: f"http://127.0.0.1:{port}", "llama_cpp.server") as url:
+    log = log_dir / "llama-cpp-server.log"
+    with _process(cmd, log, lambda: f"http://127.0.0.1:{port}", "llama_cpp.server") as url:
+        first_completion(url, log)
         yield url
+
+
+def first_completion(base_url: str, log: Path) -> None:
+    """One 1-token completion before any test: a build that crashes at its first matmul then fails here, once, with
+    the server's log, not as "connection refused" in every test that shares the server."""
+    try:
+        status, body = http_json(base_url + "/completions", {"model": LLAMA_MODEL, "prompt": "Hi", "max_tokens": 1})
+    except (urllib.error.URLError, ConnectionError, TimeoutError) as exc:
+        status, body = None, exc
+    if status == 200:
+        return
+    time.sleep(1.0)  # let a dying server finish writing its log
+    raise RuntimeError(
+        f"llama_cpp.server at {base_url} failed its first completion ({status or 'no reply'}: {body}); "
+        "a native x86-64 build that uses AMX died here with a general protection fault, and `make test` installs "
+        f"a portable AVX2 build (the Makefile's LLAMA_CMAKE_ARGS); log {log}:\n" + _log_tail(log)
+    )
 
 
 @pytest.fixture(scope="session")

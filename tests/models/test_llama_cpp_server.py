@@ -8,7 +8,8 @@ import json
 import time
 
 import httpx
-from servers import LLAMA_MODEL, http_json, root
+import pytest
+from servers import LLAMA_MODEL, first_completion, free_port, http_json, root
 
 MESSAGES = [{"role": "user", "content": "What is the capital of France?"}]
 
@@ -66,3 +67,11 @@ def test_stream_chunks_arrive_one_by_one_and_end_with_done(llama_cpp_server):
     times = [t for t, text in content if text]
     assert len(times) >= 4 and times[-1] > times[0]  # streamed as generated, not in one piece
     assert chunks[-1]["choices"][0]["finish_reason"] in ("stop", "length")
+
+
+def test_a_server_that_cannot_complete_fails_its_start_once_with_the_log_and_the_hint(tmp_path):
+    # nothing listens on the port: what a server that died at its first matmul (the AMX crash) looks like
+    log = tmp_path / "llama-cpp-server.log"
+    log.write_text("loading model\nSegmentation fault\n")
+    with pytest.raises(RuntimeError, match=r"(?s)failed its first completion \(no reply.*portable AVX2.*Segmentation"):
+        first_completion(f"http://127.0.0.1:{free_port()}/v1", log)
