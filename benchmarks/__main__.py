@@ -347,13 +347,18 @@ def _vllm_grid_lines(out: Path) -> list[str]:
         v = data.get("vllm", {})
         grid = v.get("grid", {})
         load = v.get("load_average_1min", {})
+        levers = f"levers switched off: {v.get('levers', 'all')}"
+        when = (  # a file written since sittings merge dates each sitting under its table
+            f"{levers.capitalize()}.\n"
+            if v.get("sittings")
+            else f"Measured {data.get('environment', {}).get('date_utc', '')}, {levers}; 1-minute load average: "
+            + ", ".join(f"{k} {x}" for k, x in load.items())
+            + ".\n"
+        )
         lines += [
             f"### The needle grid {grid.get('lengths')} x {grid.get('depths')} depths x {grid.get('haystacks')} "
             f"haystacks ({v.get('samples')} samples; `{path.name}`)\n",
-            f"Measured {data.get('environment', {}).get('date_utc', '')}, levers switched off: "
-            f"{v.get('levers', 'all')}; 1-minute load average: "
-            + ", ".join(f"{k} {x}" for k, x in load.items())
-            + ".\n",
+            when,
             table(v),
         ]
     return lines
@@ -645,12 +650,22 @@ def main(argv: list[str] | None = None) -> int:
         "vllm": vllm_name(*grid),
     }
     earlier = args.out / files["vllm"]
-    if "vllm" in parts and earlier.is_file():  # the prefix-cache study (benchmarks/vllm_priming.py) is its own run
-        study = json.loads(earlier.read_text()).get("vllm", {}).get("cache_study")
+    if "vllm" in parts:  # backends an earlier sitting of this grid measured stay (benchmarks/vllm_sittings.py)
+        from benchmarks.vllm_sittings import merge_sittings
+
+        held = json.loads(earlier.read_text()) if earlier.is_file() else None
+        parts["vllm"] = merge_sittings(parts["vllm"], held, meta["environment"]["date_utc"])
+        study = (held or {}).get("vllm", {}).get("cache_study")  # the prefix-cache study is its own run
         if study:
             parts["vllm"].setdefault("cache_study", study)
     for name, data in parts.items():
         write(args.out, files[name], json.dumps({**meta, name: data}, indent=1) + "\n")
+    if "vllm" in parts and "skipped" not in parts["vllm"]:  # its jobs' checkpoints are in the file now
+        from benchmarks.vllm_backends import clear_checkpoints, job_params
+
+        ran = [b for b in args.vllm_backends.split(",") if b]
+        grid_params = {"lengths": grid[0], "depths": grid[1], "haystacks": grid[2]}
+        clear_checkpoints({b: job_params(b, grid_params, args.vllm_levers) for b in ran})
     shown = dict(parts)
     for name in ("embedding_reuse", "vllm"):  # another length or grid: its own file; the README shows the committed
         if files[name] != f"{name}.json":  # default table, then the others (`_reuse_lines`, `_vllm_grid_lines`)

