@@ -202,6 +202,8 @@ def timed_pass(
         for item, pred in zip(chunk, preds, strict=True):
             rows.append(row(samples, item, pred))
             per_len.setdefault(rows[-1]["length"], []).append(share)
+        if len(chunk) < len(order):  # one engine call logs once, at the end
+            log(f"  {key}: {len(rows)}/{len(order)} requests, {time.perf_counter() - started:.0f} s")
     wall = time.perf_counter() - started
     log(f"  {label}: {wall:.1f} s, {len(rows)} samples")
     return _pass(key, label, batch, wall, rows, per_len)
