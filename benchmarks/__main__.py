@@ -662,8 +662,9 @@ def main(argv: list[str] | None = None) -> int:
         write(args.out, files[name], json.dumps({**meta, name: data}, indent=1) + "\n")
     if "vllm" in parts and "skipped" not in parts["vllm"]:  # its jobs' checkpoints are in the file now
         from benchmarks.vllm_backends import clear_checkpoints, job_params
+        from benchmarks.vllm_sittings import measured_now
 
-        ran = [b for b in args.vllm_backends.split(",") if b]
+        ran = measured_now(parts["vllm"], [b for b in args.vllm_backends.split(",") if b])
         grid_params = {"lengths": grid[0], "depths": grid[1], "haystacks": grid[2]}
         clear_checkpoints({b: job_params(b, grid_params, args.vllm_levers) for b in ran})
     shown = dict(parts)

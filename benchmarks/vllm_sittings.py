@@ -57,6 +57,14 @@ def merge_sittings(part: dict[str, Any], earlier: dict[str, Any] | None, date_ut
     }
 
 
+def measured_now(part: dict[str, Any], ran: list[str]) -> list[str]:
+    """The backends of `ran` whose result this sitting wrote (not failed), whose checkpoints may go: a failed job
+    keeps its finished passes for the next sitting to resume from."""
+    failed = set((part.get("sittings") or [{}])[-1].get("failed", {}))
+    failed |= {name for name, res in part.get("backends", {}).items() if "error" in res}
+    return [b for b in ran if b not in failed]
+
+
 def sittings_line(part: dict[str, Any]) -> str:
     """Markdown: each sitting's date, backends and 1-minute load averages (one line when there was one)."""
     shown = []

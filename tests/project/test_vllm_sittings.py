@@ -46,7 +46,7 @@ def test_checkpoint_round_trip_keyed_by_job_grid_and_samples(tmp_path: Path) -> 
 
 
 def test_sittings_merge_keeps_earlier_backends_and_recomputes_the_summary() -> None:
-    from benchmarks.vllm_sittings import merge_sittings, sittings_line
+    from benchmarks.vllm_sittings import measured_now, merge_sittings, sittings_line
 
     first = {"environment": {"date_utc": "2026-12-03T12:00:00Z"}, "vllm": _part({"hf": _res(2.0)})}
     second = merge_sittings(_part({"served": _res(1.0)}), first, "2026-12-03T13:00:00Z")
@@ -68,6 +68,9 @@ def test_sittings_merge_keeps_earlier_backends_and_recomputes_the_summary() -> N
     assert failed["sittings"][-1] == {"date_utc": "D4", "backends": [], "load_average_1min": {"start": 0.5,
                                       "after served": 1.0}, "failed": {"served": "exit 1 after 9 s"}}  # fmt: skip
     assert "served failed: exit 1 after 9 s" in sittings_line(failed)
+    assert measured_now(failed, ["served"]) == []  # its checkpoint stays for the next sitting to resume from
+    assert measured_now(_part({"hf": {"error": "exit -9"}}), ["hf"]) == []
+    assert measured_now(second, ["served"]) == ["served"]
 
     # another grid or lever set is another measurement: replaced whole
     other = merge_sittings(_part({"served": _res(1.0)}, lengths=[2048]), first, "D5")
