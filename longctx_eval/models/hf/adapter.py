@@ -33,7 +33,7 @@ from longctx_eval.models.devices import (
 from longctx_eval.models.hf.batching import AUTO_MAX_REQUESTS, auto_budget, pack
 from longctx_eval.models.hf.config import LoadPlan, plan_load
 from longctx_eval.models.hf.generate import FirstTokenClock, neutral_generation_config, timing
-from longctx_eval.models.hf.prefix_cache import PrefixCache, _positions_fixed
+from longctx_eval.models.hf.prefix_cache import PrefixCache, _positions_fixed, suffix_chunk
 from longctx_eval.models.model_source import hf_source, hf_tokenizer_pair, load_error
 from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.options import HF_BATCH_SIZE, HFOptions
@@ -98,6 +98,7 @@ class HFCausalLM(ModelAdapter):
             self.prefix_cache.enabled = False  # a prefix's keys depend on the length of the prompt around it
         self.chunkable = _positions_fixed(self.model.config) and plan.rope.variant != "dynamic"
         self._cache_kwarg = _generate_cache_kwarg()
+        self._attn_implementation: str | None = getattr(self.model.config, "_attn_implementation", None)
         if "prefix_cache" in o.model_fields_set:  # outputs are the same either way; only a set value is recorded
             explicit["prefix_cache"] = o.prefix_cache == "true"
         if plan.rope.variant != "none" and Capability.GENERATE in self.capabilities:
@@ -290,6 +291,8 @@ class HFCausalLM(ModelAdapter):
         cached: int | None = None
         if reuse and self.prefix_cache is not None:  # batch of one: no padding, so cached positions line up
             cache_kw[self._cache_kwarg], cached = self.prefix_cache.take(rows[0])
+            if cached and prefill_chunk is None and self.prefix_cache.chunk_suffix:
+                prefill_chunk = suffix_chunk(len(rows[0]) - cached, self._attn_implementation)
         if prefill_chunk is not None:
             cache_kw["prefill_chunk_size"] = prefill_chunk
         width = max(len(r) for r in rows)
@@ -321,6 +324,8 @@ class HFCausalLM(ModelAdapter):
         data: dict[str, Any] = {"timing": timing(t0, clock.first, end, len(requests))}
         if cached is not None:  # prompt tokens the prefix cache held (not prefilled), as `vllm:` reports them
             data["cached_tokens"] = cached
+        if prefill_chunk is not None:  # tokens per prefill step, where the prompt was prefilled in steps
+            data["prefill_chunk"] = prefill_chunk
         if peak.megabytes is not None:
             data["peak_device_mb"] = peak.megabytes
         preds = []

@@ -1,5 +1,9 @@
 """Prefix KV-cache reuse for `hf` greedy generation: consecutive prompts that share a long token prefix (several
-questions on one document, served back to back by the runner) prefill only the tokens that differ."""
+questions on one document, served back to back by the runner) prefill only the tokens that differ.
+
+The part after a cached prefix is prefilled in chunks where the attention kernel would otherwise compute it as a
+rectangle (see `suffix_chunk`): without them, reuse on this CPU cost more than a fresh prefill for suffixes longer
+than the prefix."""
 
 from __future__ import annotations
 
@@ -8,6 +12,17 @@ from typing import Any
 
 PREFIX_MIN_TOKENS = 256
 """Shortest shared prefix worth reusing: below it a fresh prefill costs about as much as the bookkeeping."""
+
+SUFFIX_CHUNK_MIN = 512
+"""Fewest tokens per prefill step after a cached prefix: smaller steps leave the matrix products too thin."""
+SUFFIX_CHUNK_MAX = 2048
+"""Most tokens per step: also bounds the explicit mask an sdpa step builds (step x prompt length) on long prompts."""
+SUFFIX_CHUNK_STEPS = 16
+"""Steps the suffix is cut into between those bounds: each step wastes half a step of keys per query, so the
+waste stays under 1/16 of the suffix's own causal attention."""
+RECTANGLE_ATTENTION = frozenset({"sdpa", "eager"})
+"""Attention implementations that take a cached prefix's causal mask as an explicit mask and so compute every query
+against every key; flash-attention kernels align the causal mask to the last key themselves and need no chunks."""
 
 
 @dataclass
@@ -38,6 +53,8 @@ class PrefixCache:
         self._cache: Any = None
         self.stats = PrefixStats()
         self.enabled = _positions_fixed(config)
+        self.chunk_suffix = True
+        """Whether the part after a held prefix is prefilled in steps (`suffix_chunk`); a benchmark turns it off."""
 
     def take(self, ids: list[int]) -> tuple[Any, int]:
         """A cache for prompt `ids`: the previous one cropped to the shared prefix (at least `min_tokens`, always
@@ -63,6 +80,18 @@ class PrefixCache:
     def clear(self) -> None:
         """Drop the held cache (frees its memory)."""
         self._ids, self._cache = [], None
+
+
+def suffix_chunk(suffix_tokens: int, attn_implementation: str | None) -> int | None:
+    """Tokens per prefill step for the `suffix_tokens` after a cached prefix, or None to prefill them in one step.
+
+    With a prefix in the cache the queries are fewer than the keys, so sdpa and eager get the causal mask as an
+    explicit mask: the kernel then skips no masked block and pays suffix x prompt scores where suffix x prefix plus
+    half of suffix x suffix are needed. Prefilled in steps of c, each step pays only its own c x c half extra."""
+    if attn_implementation not in RECTANGLE_ATTENTION:
+        return None
+    chunk = min(SUFFIX_CHUNK_MAX, max(SUFFIX_CHUNK_MIN, -(-suffix_tokens // SUFFIX_CHUNK_STEPS)))
+    return chunk if suffix_tokens > chunk else None
 
 
 def _croppable(cache: Any) -> bool:

@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from longctx_eval.models.hf.prefix_cache import PREFIX_MIN_TOKENS, shared_prefix
+from longctx_eval.models.hf.prefix_cache import (
+    PREFIX_MIN_TOKENS,
+    SUFFIX_CHUNK_MAX,
+    SUFFIX_CHUNK_MIN,
+    shared_prefix,
+    suffix_chunk,
+)
 from longctx_eval.models.loader import load_model
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.sample import Request
@@ -30,6 +36,16 @@ def _ask(doc: str, question: str, sid: str, max_new_tokens: int = 16) -> Request
 def test_shared_prefix_counts_leading_equal_ids():
     assert shared_prefix([1, 2, 3, 4], [1, 2, 9]) == 2
     assert shared_prefix([], [1]) == 0 and shared_prefix([5, 6], [5, 6, 7]) == 2
+
+
+def test_suffix_chunks_only_where_the_kernel_computes_a_rectangle():
+    """sdpa and eager get steps (at least the minimum, at most the maximum, about a 16th of the suffix); flash
+    kernels and suffixes of one step get none."""
+    assert suffix_chunk(6157, "sdpa") == SUFFIX_CHUNK_MIN and suffix_chunk(6157, "eager") == SUFFIX_CHUNK_MIN
+    assert suffix_chunk(16 * 1000, "sdpa") == 1000
+    assert suffix_chunk(750_000, "sdpa") == SUFFIX_CHUNK_MAX
+    assert suffix_chunk(SUFFIX_CHUNK_MIN, "sdpa") is None and suffix_chunk(40, "eager") is None
+    assert suffix_chunk(6157, "flash_attention_2") is None and suffix_chunk(6157, None) is None
 
 
 def test_option_is_recorded_only_when_set(tiny_llama_dir):
@@ -97,3 +113,25 @@ def test_smollm2_two_questions_on_one_document_match_no_reuse(smollm2):
     for p in got:  # stopped by its end token: the text's tokens plus that token
         assert p.completion_tokens < 32
         assert p.completion_tokens == len(on.hf_tok(p.text, add_special_tokens=False)["input_ids"]) + 1
+
+
+def test_smollm2_long_suffix_after_a_cached_prefix_is_prefilled_in_steps(smollm2):
+    """Two prompts sharing a ~400-token opening, then ~1.2K tokens apart: the second reuses the opening and
+    prefills the rest in steps (recorded per prediction); text and counts equal a fresh prefill's."""
+    on, off = smollm2
+    opening = _document(on.tokenizer, 400, seed=5, fact="The meeting is on the third floor.")
+    facts = "The special magic number for the red door is 730261."
+    first = _ask(opening + "\n\n" + _document(on.tokenizer, 1200, seed=6, fact=facts), "Which number?", "a", 24)
+    second = _ask(opening + "\n\n" + _document(on.tokenizer, 1200, seed=7, fact=facts), "Which number?", "b", 24)
+    got = [on.generate([r])[0] for r in (first, second)]
+    cached = got[1].data["cached_tokens"]
+    assert 400 <= cached < 600 and got[1].prompt_tokens - cached > SUFFIX_CHUNK_MIN
+    assert got[1].data["prefill_chunk"] == SUFFIX_CHUNK_MIN and "prefill_chunk" not in got[0].data
+    want = off.generate([second])[0]
+    assert "prefill_chunk" not in want.data
+    assert (got[1].text, got[1].completion_tokens, got[1].prompt_tokens) == (
+        want.text,
+        want.completion_tokens,
+        want.prompt_tokens,
+    )
+    assert "730261" in got[1].text
