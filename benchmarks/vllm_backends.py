@@ -17,7 +17,9 @@ What our backends can save over a harness that pays one prefill per sample is th
 depths of one length: with depths x_1 <= ... <= x_d the bound on that saving is d / (1 + sum_{i<d} (1 - x_i))
 (1.43x for 5 depths). Passes switch our levers off one at a time, so the part reports what each bought: prefix
 reuse (hf's prefix cache; vLLM's automatic prefix cache, defeated by a distinct cache_salt per prompt or emptied
-before each request), same-document adjacency (the runner's serving order against a round-robin over documents),
+before each request), hf's suffix chunks (the part after a cached prefix prefilled in steps, against one step, in
+which sdpa attends every suffix query to every key: models/hf/prefix_cache.suffix_chunk), same-document adjacency
+(the runner's serving order against a round-robin over documents),
 continuous batching (the whole task in one engine call, or 8 requests in flight to the server, against one at a
 time).
 
@@ -176,6 +178,7 @@ def row(samples: Sequence[Any], item: tuple[int, Any, int], pred: Any) -> dict[s
         "score": float(contains_answer(pred.text or "", gold)) if pred.status == "ok" else 0.0,
         "ttft_s": ttft,  # hf: the call's time to first token; the server: the streamed first token
         "cached_tokens": data.get("cached_tokens"),  # vllm: prompt tokens its prefix cache served
+        "prefill_chunk": data.get("prefill_chunk"),  # hf: tokens per prefill step, where it prefilled in steps
     }
 
 
@@ -255,31 +258,37 @@ def _warm_request(order: list[tuple[int, Any, int]]) -> Any:
 
 
 def hf_job(params: dict[str, Any]) -> dict[str, Any]:
-    """`hf:` SmolLM2 fp32, batch 1 (the CPU default), three adapters each with its own prefix cache: the runner's
-    order with the cache (ours), the same order without it (`prefix_cache=false`), and the round-robin order with
-    it, interleaved request by request so that load drift on a shared machine hits the three alike."""
+    """`hf:` SmolLM2 fp32, batch 1 (the CPU default), an adapter per lane, each with its own prefix cache: the
+    runner's order with the cache (ours), the same order without it (`prefix_cache=false`), the same with the cache
+    but the part after a cached prefix prefilled in one step (no suffix chunks), and (all levers) the round-robin
+    order with the cache, interleaved request by request so that load drift on a shared machine hits them alike."""
     from longctx_eval.models.loader import load_model
     from longctx_eval.models.spec import parse_spec
 
     t0 = time.perf_counter()
-    queries = ("", "?prefix_cache=false", "")[: 2 if prefix_only(params) else 3]
+    queries = ("", "?prefix_cache=false", "", "")[: 3 if prefix_only(params) else 4]
     models = [load_model(parse_spec(f"hf:{MODEL}{q}")) for q in queries]
     load_s = (time.perf_counter() - t0) / len(models)
+    models[2].prefix_cache.chunk_suffix = False
     task, samples, requests = build_grid(models[0].tokenizer, params)
     bound = [m.bind(task, samples) for m in models]
     order = serving_order(bound[0], samples, requests)
     lanes = [
         ("ours", "ours (runner order, prefix cache)", bound[0], order),
         ("no_prefix", "no prefix reuse (prefix_cache=false)", bound[1], order),
+        ("no_suffix_chunk", "prefix cache, the suffix after it in one step", bound[2], order),
     ]
     if not prefix_only(params):
-        lanes.append(("no_adjacency", "round-robin order (prefix cache)", bound[2], round_robin(order, samples)))
+        lanes.append(("no_adjacency", "round-robin order (prefix cache)", bound[3], round_robin(order, samples)))
     warm = _warm_request(order)
     for b in bound:
         b.generate([warm])
     ids = [s.id for s in samples]
     checkpoint = Checkpoint("hf", params)
     saved = checkpoint.load(ids) or {}
+    if set(saved.get("rows") or {k: 0 for k, *_ in lanes}) != {k for k, *_ in lanes}:
+        log(f"  {checkpoint.path} holds other lanes: measuring afresh")
+        saved = {}
     rows: dict[str, list[dict[str, Any]]] = saved.get("rows") or {k: [] for k, *_ in lanes}
     per_len: dict[str, dict[int, list[float]]] = {
         k: {int(n): v for n, v in (saved.get("per_len") or {}).get(k, {}).items()} for k, *_ in lanes
@@ -903,7 +912,8 @@ def summarize(results: dict[str, Any], bound: float) -> dict[str, Any]:
         if peer_s is not None:
             entry["peer_over_ours"] = round(peer_s / s, 3)  # > 1: ours is faster than lm-eval's vLLM backend
         bought = {}
-        for lever, key in (("adjacency", "no_adjacency"), ("batching", "no_batching")):
+        pairs = (("adjacency", "no_adjacency"), ("batching", "no_batching"), ("suffix_chunk", "no_suffix_chunk"))
+        for lever, key in pairs:
             if key in passes:
                 bought[lever] = round(passes[key]["seconds_per_sample"] / s, 3)
         if "no_prefix" in passes:  # in the backend's own configuration
@@ -949,8 +959,10 @@ def table(result: dict[str, Any]) -> str:
     head = (
         "| backend | s/sample | "
         + " | ".join(f"s/sample at {x}" for x in lengths)
-        + " | lm-eval s ÷ ours s | prefix reuse bought | share of the bound | adjacency bought | batching bought "
-        "| engine start s | score | prompt tokens, replies = hf |\n|" + "---|" * (10 + len(lengths)) + "\n"
+        + " | lm-eval s ÷ ours s | prefix reuse bought | share of the bound | suffix chunks bought "
+        "| adjacency bought | batching bought | engine start s | score | prompt tokens, replies = hf |\n|"
+        + "---|" * (11 + len(lengths))
+        + "\n"
     )
     rows = []
     for name in SHOWN:
@@ -968,7 +980,8 @@ def table(result: dict[str, Any]) -> str:
             f"| {LABELS[name]} | {e['seconds_per_sample']:.2f} | "
             + " | ".join(f"{per[x]:.2f}" if x in per else "" for x in lengths)
             + f" | {_x(e.get('peer_over_ours'), bold=True)} | {_x(lev.get('prefix'))} "
-            f"| {_pct(e.get('share_of_bound'))} | {_x(lev.get('adjacency'))} | {_x(lev.get('batching'))} "
+            f"| {_pct(e.get('share_of_bound'))} | {_x(lev.get('suffix_chunk'))} | {_x(lev.get('adjacency'))} "
+            f"| {_x(lev.get('batching'))} "
             f"| {e.get('engine_start_s') or 0:.0f} | {e.get('score') if e.get('score') is not None else ''} "
             f"| {same} |"
         )
@@ -979,6 +992,7 @@ def table(result: dict[str, Any]) -> str:
         "lever's speed-up is the pass without it ÷ ours: `prefix reuse`: `prefix_cache=false` for `hf:`, a distinct "
         "cache_salt per prompt for `vllm:` (one engine call both ways), the server's cache emptied before each "
         "request against kept, one request in flight both ways, for `openai:`; its share of the bound next to it. "
+        "`suffix chunks` (`hf:`): the part after a cached prefix prefilled in one step ÷ in steps. "
         "`adjacency`: a round-robin over the documents against the runner's order. `batching`: one request per engine "
         "call (or in flight) against ours. s/sample at a length: batch-1 passes only. lm-eval s ÷ ours s > 1: ours "
         "is faster; lm-eval ran in the `vllm:` process, its passes between ours (the fair pair); against `hf:` and "

@@ -93,7 +93,9 @@ def test_vllm_part_bound_summary_and_table() -> None:
     assert merged[0]["seconds_per_sample"] == 0.9 and merged[0]["runs_s_per_sample"] == [1.0, 0.8]
     assert merged[0]["repeats_agree"] is False and merged[0]["per_length_s"] == {"1024": 0.9}
     results = {
-        "hf": {"passes": [run("ours", 2.0), run("no_prefix", 2.6), run("no_adjacency", 2.4)]},
+        "hf": {
+            "passes": [run("ours", 2.0), run("no_prefix", 2.6), run("no_suffix_chunk", 2.2), run("no_adjacency", 2.4)]
+        },
         "vllm": {
             "passes": [run("ours", 1.0), run("no_prefix", 1.3), run("no_batching", 1.2), run("no_adjacency", 1.1)]
         },
@@ -104,7 +106,7 @@ def test_vllm_part_bound_summary_and_table() -> None:
     assert s["vllm"]["peer_over_ours"] == 2.0 and s["hf"]["peer_over_ours"] == 1.0
     assert s["vllm"]["lever_speedups"] == {"prefix": 1.3, "adjacency": 1.1, "batching": 1.2}
     assert s["vllm"]["share_of_bound"] == round(1.3 / 1.43, 3)
-    assert s["hf"]["lever_speedups"] == {"prefix": 1.3, "adjacency": 1.2}
+    assert s["hf"]["lever_speedups"] == {"prefix": 1.3, "adjacency": 1.2, "suffix_chunk": 1.1}
     assert s["served"]["lever_speedups"] == {"prefix": 1.25, "batching": 1.0}
     assert s["vllm"]["prompt_tokens_equal_hf"] == s["vllm"]["compared_to_hf"] == 4
     s["served"] = summarize({"served": {"error": "exit 1 after 3 s", "log_tail": ""}}, 1.43)["served"]

@@ -112,18 +112,22 @@ def stop_after_first_request(monkeypatch):
     return monkeypatch
 
 
-def test_hf_job_resumes_after_a_stop_with_the_same_rows(tmp_path: Path, stop_after_first_request) -> None:
+def test_hf_job_resumes_after_a_stop_with_the_same_rows(tmp_path: Path, stop_after_first_request, capsys) -> None:
     """The real `hf:` job on two needle samples, stopped after its first request: the rerun resumes at the second,
     says so in its result, and serves exactly what an uninterrupted run serves (same ids, prompts, replies)."""
     import benchmarks.vllm_backends as vb
 
     stop_after_first_request.setattr(vc, "ROOT", tmp_path)
     params = {"lengths": [512], "depths": 2, "haystacks": 1, "levers": "prefix"}
+    ids = ["L512-d0.00-r0", "L512-d1.00-r0"]
+    stale = {"next": 1, "rows": {"ours": [{}], "no_prefix": [{}]}, "per_len": {}, "spent": {}}
+    vc.Checkpoint("hf", params).save(stale, ids)  # an older job's lanes: not resumed from
     with pytest.raises(KeyboardInterrupt):
         vb.hf_job(params)
     saved = vc.Checkpoint("hf", params).load()
     assert saved["next"] == 1 and "result" not in saved  # one request of each lane saved; no result yet
-    assert [len(v) for v in saved["rows"].values()] == [1, 1]
+    assert {k: len(v) for k, v in saved["rows"].items()} == {"ours": 1, "no_prefix": 1, "no_suffix_chunk": 1}
+    assert not saved.get("resumed") and "holds other lanes: measuring afresh" in capsys.readouterr().err
     stop_after_first_request.undo()
     stop_after_first_request.setattr(vc, "ROOT", tmp_path)
     resumed = vb.hf_job(params)
