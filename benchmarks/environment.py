@@ -9,6 +9,8 @@ import subprocess
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
+from benchmarks.machine import cpu_fingerprint
+
 PACKAGES = (
     "tokenizers",
     "tiktoken",
@@ -55,6 +57,7 @@ def environment(repo: Path) -> dict:
         "python": platform.python_version(),
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
+        "cpu": cpu_fingerprint(),
         "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
         "packages": package_versions(),
         "git": git_state(repo),

@@ -954,6 +954,9 @@ def table(result: dict[str, Any]) -> str:
     sharing's share of the bound; then every pass."""
     if "skipped" in result:
         return f"Not measured: {result['skipped']}.\n"
+    from benchmarks.vllm_sittings import compare_within_machines  # it imports this module
+
+    result = compare_within_machines(result)  # a file merged before machines were recorded
     summary, backends = result.get("summary", {}), result.get("backends", {})
     lengths = [str(x) for x in result["grid"]["lengths"]]
     head = (
@@ -979,7 +982,7 @@ def table(result: dict[str, Any]) -> str:
         rows.append(
             f"| {LABELS[name]} | {e['seconds_per_sample']:.2f} | "
             + " | ".join(f"{per[x]:.2f}" if x in per else "" for x in lengths)
-            + f" | {_x(e.get('peer_over_ours'), bold=True)} | {_x(lev.get('prefix'))} "
+            + f" | {_peer(e)} | {_x(lev.get('prefix'))} "
             f"| {_pct(e.get('share_of_bound'))} | {_x(lev.get('suffix_chunk'))} | {_x(lev.get('adjacency'))} "
             f"| {_x(lev.get('batching'))} "
             f"| {e.get('engine_start_s') or 0:.0f} | {e.get('score') if e.get('score') is not None else ''} "
@@ -1017,6 +1020,12 @@ def table(result: dict[str, Any]) -> str:
         shown = ", ".join(f"{k} {v}" for k, v in result["load_average_1min"].items())
         lines.append(f"1-minute load average on {result.get('cpus')} CPUs: {shown}.\n")
     return "\n".join(lines)
+
+
+def _peer(e: dict[str, Any]) -> str:
+    """lm-eval's time over ours, bold; in brackets, marked, where the two ran on different machines."""
+    other = e.get("peer_over_ours_other_machine")
+    return _x(e.get("peer_over_ours"), bold=True) or (f"({other:.2f}x, other machine)" if other else "")
 
 
 def _x(v: float | None, bold: bool = False) -> str:

@@ -45,7 +45,19 @@ def test_checkpoint_round_trip_keyed_by_job_grid_and_samples(tmp_path: Path) -> 
     assert not cp.path.exists()
 
 
-def test_sittings_merge_keeps_earlier_backends_and_recomputes_the_summary() -> None:
+HERE = {"model": "Xeon (model 167)", "isa": "avx2 avx512f", "matmul_gflops": 100.0}
+"""The machine record each sitting of these tests gets (the real one runs a one-second calibration)."""
+
+
+@pytest.fixture
+def here(monkeypatch: pytest.MonkeyPatch) -> dict[str, Any]:
+    import benchmarks.vllm_sittings as vs
+
+    monkeypatch.setattr(vs, "machine", lambda: dict(HERE))
+    return HERE
+
+
+def test_sittings_merge_keeps_earlier_backends_and_recomputes_the_summary(here) -> None:
     from benchmarks.vllm_sittings import measured_now, merge_sittings, sittings_line
 
     first = {"environment": {"date_utc": "2026-12-03T12:00:00Z"}, "vllm": _part({"hf": _res(2.0)})}
@@ -66,7 +78,8 @@ def test_sittings_merge_keeps_earlier_backends_and_recomputes_the_summary() -> N
     failed = merge_sittings(_part({"served": {"error": "exit 1 after 9 s"}}), {"vllm": second}, "D4")
     assert failed["summary"]["served"]["seconds_per_sample"] == 1.0
     assert failed["sittings"][-1] == {"date_utc": "D4", "backends": [], "load_average_1min": {"start": 0.5,
-                                      "after served": 1.0}, "failed": {"served": "exit 1 after 9 s"}}  # fmt: skip
+                                      "after served": 1.0}, "machine": here,
+                                      "failed": {"served": "exit 1 after 9 s"}}  # fmt: skip
     assert "served failed: exit 1 after 9 s" in sittings_line(failed)
     assert measured_now(failed, ["served"]) == []  # its checkpoint stays for the next sitting to resume from
     assert measured_now(_part({"hf": {"error": "exit -9"}}), ["hf"]) == []
@@ -76,6 +89,40 @@ def test_sittings_merge_keeps_earlier_backends_and_recomputes_the_summary() -> N
     other = merge_sittings(_part({"served": _res(1.0)}, lengths=[2048]), first, "D5")
     assert list(other["backends"]) == ["served"] and len(other["sittings"]) == 1
     assert list(merge_sittings(_part({"served": _res(1.0)}, levers="all"), first, "D5")["backends"]) == ["served"]
+
+
+def test_lm_evals_ratio_compares_only_backends_measured_on_its_machine(here, monkeypatch) -> None:
+    import benchmarks.vllm_sittings as vs
+    from benchmarks.vllm_backends import table
+
+    old = {"environment": {"date_utc": "D1"}, "vllm": _part({"served": _res(4.0)})}  # no machine recorded then
+    part = vs.merge_sittings(_part({"vllm": _res(2.0), "lm_eval": _res(2.2)}), old, "D2")
+    assert part["summary"]["vllm"]["peer_over_ours"] == 1.1  # one sitting, one machine
+    assert "peer_over_ours" not in part["summary"]["served"]
+    assert part["summary"]["served"]["peer_over_ours_other_machine"] == 0.55
+    text = table(part)
+    assert "| **1.10x** |" in text and "| (0.55x, other machine) |" in text
+    assert "machine not recorded" in text and "groups: served; vllm + lm_eval" in text
+
+    # a later sitting on the same processor at the same speed compares; at a third of the speed it does not
+    monkeypatch.setattr(vs, "machine", lambda: {**HERE, "matmul_gflops": 95.0})
+    hf = vs.merge_sittings(_part({"hf": _res(1.0)}), {"vllm": part}, "D3")
+    assert hf["summary"]["hf"]["peer_over_ours"] == 2.2 and "groups: served; vllm + lm_eval + hf" in table(hf)
+    monkeypatch.setattr(vs, "machine", lambda: {**HERE, "matmul_gflops": 33.0})
+    slow = vs.merge_sittings(_part({"hf": _res(1.0)}), {"vllm": part}, "D3")
+    assert "peer_over_ours" not in slow["summary"]["hf"]
+    assert not vs.same_machine(HERE, {**HERE, "isa": "avx2"}) and not vs.same_machine(HERE, None)
+
+
+def test_the_machine_record_names_the_processor_and_its_speed(tmp_path: Path) -> None:
+    from benchmarks.machine import cpu_fingerprint
+    from benchmarks.vllm_sittings import machine
+
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nmodel\t\t: 167\nmodel name\t: Some Xeon\nflags\t\t: fpu avx2 amx_tile sse\n")
+    assert cpu_fingerprint(info) == {"model": "Some Xeon (model 167)", "isa": "avx2 amx_tile"}
+    real = machine()
+    assert real["matmul_gflops"] > 0 and real["model"]
 
 
 def test_a_finished_job_result_is_reused_by_the_child_and_its_progress_shows(tmp_path: Path, capfd) -> None:
