@@ -127,16 +127,15 @@ def sittings_line(part: dict[str, Any]) -> str:
         return ""
     head = "Measured in one sitting" if len(shown) == 1 else f"Measured in {len(shown)} sittings"
     line = f"{head}: " + "; ".join(shown) + ".\n"
-    groups: list[list[str]] = []
-    for i, s in enumerate(sittings):
-        for g in groups:
-            if same_machine(s.get("machine"), sittings[int(g[0])].get("machine")):
-                g.append(str(i))
-                break
+    groups: list[list[dict[str, Any]]] = []  # sittings whose machines compare, in order
+    for s in sittings:
+        group = next((g for g in groups if same_machine(s.get("machine"), g[0].get("machine"))), None)
+        if group is None:
+            groups.append([s])
         else:
-            groups.append([str(i)])
+            group.append(s)
     if len(groups) > 1:
-        names = [" + ".join(b for i in g for b in sittings[int(i)]["backends"]) for g in groups]
+        names = [" + ".join(b for s in g for b in s["backends"]) for g in groups]
         line += (
             "\nThese sittings ran on different or unrecorded machines (groups: "
             + "; ".join(names)
