@@ -954,9 +954,6 @@ def table(result: dict[str, Any]) -> str:
     sharing's share of the bound; then every pass."""
     if "skipped" in result:
         return f"Not measured: {result['skipped']}.\n"
-    from benchmarks.vllm_sittings import compare_within_machines  # it imports this module
-
-    result = compare_within_machines(result)  # a file merged before machines were recorded
     summary, backends = result.get("summary", {}), result.get("backends", {})
     lengths = [str(x) for x in result["grid"]["lengths"]]
     head = (

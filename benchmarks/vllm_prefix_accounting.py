@@ -62,18 +62,19 @@ def prefill_cost(model: dict[str, float], n: int, cached: int = 0) -> float:
     return model["c"] + model["a"] * (k - p) + model["b"] * (k * k - p * p)
 
 
-def _cached_by_row(name: str, results: dict[str, Any], rows: Sequence[dict[str, Any]]) -> list[int] | None:
-    """Prompt tokens each row of a pass with reuse found cached: its own count, or for the server (which reports
-    none) the count of the same sample in the `vllm:` pass of this grid (the same engine, block size and order)."""
+def _cached_by_row(name: str, results: dict[str, Any], rows: Sequence[dict[str, Any]]) -> tuple[list[int], str] | None:
+    """Prompt tokens each row of a pass with reuse found cached, and where the counts came from: the rows' own, or
+    for the server (which reports none) those of the same samples in the `vllm:` pass of this grid (the same engine,
+    block size and order)."""
     own = [r.get("cached_tokens") for r in rows]
     if all(x is not None for x in own):
-        return [int(x) for x in own]
+        return [int(x) for x in own], "own"
     if name != "served":
         return None
     vllm_rows = {p["key"]: p for p in (results.get("vllm") or {}).get("passes", [])}.get("ours", {}).get("rows", [])
     by_id = {r["id"]: r.get("cached_tokens") for r in vllm_rows}
     found = [by_id.get(r.get("id")) for r in rows]
-    return None if any(x is None for x in found) else [int(x) for x in found]
+    return None if any(x is None for x in found) else ([int(x) for x in found], "vllm")
 
 
 def compute_bound(
@@ -82,12 +83,13 @@ def compute_bound(
     """The prefill speed-up the reuse pass's cached tokens allow under the cost model fitted to the pass without
     reuse: modelled fresh prefills over modelled prefills of what was left; None where either is missing."""
     model = prefill_cost_model(without_rows)
-    cached = _cached_by_row(name, results, with_rows)
-    if model is None or cached is None:
+    counted = _cached_by_row(name, results, with_rows)
+    if model is None or counted is None:
         return None
+    cached, source = counted
     fresh = sum(prefill_cost(model, int(r["prompt_tokens"])) for r in with_rows)
     left = sum(prefill_cost(model, int(r["prompt_tokens"]), c) for r, c in zip(with_rows, cached, strict=True))
-    return {"model": model, "bound": round(fresh / left, 3), "cached_from": "own" if name != "served" else "vllm"}
+    return {"model": model, "bound": round(fresh / left, 3), "cached_from": source}
 
 
 def _ttft_total(rows: Sequence[dict[str, Any]]) -> float | None:

@@ -77,6 +77,7 @@ def test_the_cost_model_is_recovered_and_the_compute_bound_counts_attention_to_t
     fresh = sum(prefill_cost(MODEL, n) for n, _ in GRID)
     left = sum(prefill_cost(MODEL, n, p) for n, p in GRID)
     assert hf["compute"]["bound"] == round(fresh / left, 3)
+    assert hf["compute"]["cached_from"] == "own"
     # the suffix still attends to the prefix: the compute bound is under the share of tokens left to prefill
     tokens = sum(n for n, _ in GRID) / sum(n - p for n, p in GRID)
     assert hf["compute"]["bound"] < tokens
