@@ -23,6 +23,7 @@ from longctx_eval.metrics.text_match import contains_answer, is_empty, normalize
 from longctx_eval.old_paths import MOVED, install
 from longctx_eval.provenance import __version__
 from longctx_eval.sample import Hit, Prediction, Request, RetrievalParams, Sample, Score
+from longctx_eval.sample_plan import Planned, PlannedDataset
 from longctx_eval.task import Bounds, Requirement, Task, TaskInfo, any_of, between, gold_answer_oracle, task
 from longctx_eval.text.tokenizer import Encoded, Tokenizer
 
@@ -40,6 +41,8 @@ __all__ = [
     "Hit",
     "LongctxError",
     "Metric",
+    "Planned",
+    "PlannedDataset",
     "Prediction",
     "PrerequisiteError",
     "Request",

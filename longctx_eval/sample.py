@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 Status = Literal["ok", "over_length", "error"]
 
@@ -90,7 +90,14 @@ Stratum = tuple[int, float | None]
 """A sample's cell: (target_tokens, depth or None)."""
 
 
-def stratum_of(sample: Sample) -> Stratum:
+class HasMetadata(Protocol):
+    """A Sample, or a planned one (`sample_plan.Planned`): what `stratum_of` reads."""
+
+    @property
+    def metadata(self) -> Mapping[str, Any]: ...
+
+
+def stratum_of(sample: HasMetadata) -> Stratum:
     """A sample's (length, depth) cell; depth is None for tasks without a depth grid."""
     depth = sample.metadata.get("depth")
     return int(sample.metadata["target_tokens"]), None if depth is None else float(depth)

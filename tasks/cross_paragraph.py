@@ -8,18 +8,20 @@ with look-alike distractor facts at the same places in both. See docs/cross_para
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from data_builders import get_source
 from data_builders.cross_paragraph.grid import (
     DISTANCE_LADDER,
     RETRIEVAL_PRIMARY_K,
     cross_cells,
+    cross_plan,
     distances_for,
     int_list,
 )
 from data_builders.haystack.prompt_budget import PROMPT_RESERVE
 from longctx_eval import Sample, Task, Tokenizer, any_of, between, contrast, curve, task
+from longctx_eval.sample_plan import Planned, PlannedDataset
 
 from ._cross_paragraph_scoring import RETRIEVAL_PRIMARY, ask, cross_metrics, cross_oracle, cross_score, distance_field
 
@@ -50,14 +52,16 @@ def cross_paragraph(
     ladder = int_list(distances, "cross_paragraph.distances") or DISTANCE_LADDER
     used = sorted({d for n in lengths for d in distances_for(n, max(hop_counts, default=4), reserve, ladder)})
 
-    def samples() -> Iterator[Sample]:
+    def build(chosen: Sequence[Planned]) -> Iterator[Sample]:
         if tokenizer is None:
             raise ValueError("cross_paragraph samples are measured in the evaluated model's tokenizer; none was given")
         src = get_source(source)
         # The `cross_paragraph` dataset builder uses the same cells: a built dataset holds exactly these samples.
-        for cell in cross_cells(src, tokenizer, lengths, hop_counts, per_cell, seed, reserve, ladder):
+        ids = {p.id for p in chosen}
+        for cell in cross_cells(src, tokenizer, lengths, hop_counts, per_cell, seed, reserve, ladder, only=ids):
             yield cell.sample(source=src.name, source_sha256=src.sha256, tokenizer=tokenizer.name)
 
+    samples = PlannedDataset(lambda: cross_plan(lengths, hop_counts, per_cell, seed, reserve, ladder), build)
     buckets = [0, *used]
     return Task(
         dataset=samples,

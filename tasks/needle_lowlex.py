@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from data_builders.haystack.prompt_budget import PROMPT_RESERVE
 from data_builders.needle.lowlex import lowlex_cells
+from data_builders.needle.plans import depth_grid_plan
 from longctx_eval import Task, Tokenizer, any_of, between, task
 
 from ._needle_dataset import cell_samples
@@ -28,7 +29,9 @@ def needle_lowlex(
     reserve: int = PROMPT_RESERVE,
     source: str = "austen",
 ) -> Task:
-    samples = cell_samples("needle_lowlex", lowlex_cells, tokenizer, source, lengths, depths, per_cell, seed, reserve)
+    samples = cell_samples(
+        "needle_lowlex", lowlex_cells, depth_grid_plan, tokenizer, source, lengths, depths, per_cell, seed, reserve
+    )
     return Task(
         dataset=samples,
         prompt=family_requests,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from data_builders.haystack.prompt_budget import PROMPT_RESERVE
 from data_builders.needle.multikey import multikey_cells
+from data_builders.needle.plans import depth_grid_plan
 from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, between, contains_answer, rate, task
 
 from ._needle_dataset import cell_samples
@@ -39,7 +40,7 @@ def needle_multikey(
     source: str = "austen",
 ) -> Task:
     samples = cell_samples(
-        "needle_multikey", multikey_cells, tokenizer, source, lengths, depths, per_cell, seed, reserve
+        "needle_multikey", multikey_cells, depth_grid_plan, tokenizer, source, lengths, depths, per_cell, seed, reserve
     )
     score, exact, empty, *retrieval = single_metrics()
     return Task(

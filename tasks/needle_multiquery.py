@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from data_builders.haystack.prompt_budget import PROMPT_RESERVE
 from data_builders.needle.multiquery import multiquery_cells
+from data_builders.needle.plans import per_length_plan
 from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, between, mean, recall_at, task
 from longctx_eval.metrics.answer_parsing import match_answer
 
@@ -56,7 +57,16 @@ def needle_multiquery(
 ) -> Task:
     """`haystacks`: 0 (the default) gives sample i a haystack of its own; h > 0 shares h haystacks round robin."""
     samples = cell_samples(
-        "needle_multiquery", multiquery_cells, tokenizer, source, lengths, per_length, seed, reserve, haystacks
+        "needle_multiquery",
+        multiquery_cells,
+        per_length_plan("q"),
+        tokenizer,
+        source,
+        lengths,
+        per_length,
+        seed,
+        reserve,
+        haystacks,
     )
     return Task(
         dataset=samples,

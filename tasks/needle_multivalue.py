@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from data_builders.needle.multivalue import RESERVE, multivalue_cells
+from data_builders.needle.plans import per_length_plan
 from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, between, is_empty, mean, rate, task
 
 from ._needle_dataset import cell_samples
@@ -41,7 +42,16 @@ def needle_multivalue(
 ) -> Task:
     """`haystacks`: 0 (the default) gives sample i a haystack of its own; h > 0 shares h haystacks round robin."""
     samples = cell_samples(
-        "needle_multivalue", multivalue_cells, tokenizer, source, lengths, per_length, seed, reserve, haystacks
+        "needle_multivalue",
+        multivalue_cells,
+        per_length_plan("v"),
+        tokenizer,
+        source,
+        lengths,
+        per_length,
+        seed,
+        reserve,
+        haystacks,
     )
     return Task(
         dataset=samples,

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +16,7 @@ from data_builders.haystack.prompt_budget import PROMPT_RESERVE, context_tokens
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.sample import RetrievalParams, Sample
+from longctx_eval.sample_plan import Planned
 from longctx_eval.text.tokenizer import Tokenizer
 
 PROMPT_TEMPLATE = "Read the following text and answer the question after it.\n\n{context}\n\nQuestion: {question}"
@@ -207,31 +208,27 @@ def cross_cells(
     seed: int = 0,
     reserve: int = PROMPT_RESERVE,
     ladder: Sequence[int] = DISTANCE_LADDER,
+    only: Container[str] | None = None,
 ) -> Iterator[CrossCell]:
     """Every cell, ordered by length, repetition, distance, hops, then placement (cross before its control).
 
     Every pair of one (length, repetition) shares one haystack; the pair's chain, the first fact's place and
     the distractors' depths come from a generator seeded by (seed, length, repetition, distance, hops).
+    `only`: just the cells of these sample ids (a pair is built whole when either of its cells is asked for;
+    a repetition's haystack only when one of its pairs is), each the same as built with the whole grid.
     """
-    if not hops:
-        raise ConfigError("hops: expected at least one hop count from 2 to 4")
-    for h in hops:
-        check_hops(h)
-    if isinstance(per_cell, bool) or not isinstance(per_cell, int) or per_cell < 1:
-        raise ConfigError(f"per_cell: expected a positive integer, got {per_cell!r}")
-    for length in lengths:
-        n = context_tokens(length, reserve, MIN_CONTEXT)
-        distances = distances_for(length, max(hops), reserve, ladder)
-        if not distances:
-            raise ConfigError(
-                f"length {length}: no distance of {sorted(ladder)[:3]}... fits {max(hops)} hops in a "
-                f"{n}-token context; expected a longer length (or smaller distances, fewer hops)"
-            )
+    for length, n, distances in _lengths_distances(lengths, hops, per_cell, reserve, ladder):
         for rep in range(per_cell):
             hseed = haystack_seed(seed, length, rep)
-            words = set(_WORD.findall(haystack_text(source, tokenizer, n, hseed).text.lower()))
+            words: set[str] | None = None
             for d_index, distance in enumerate(distances):
                 for h_index, h in enumerate(sorted(hops)):
+                    pair = pair_id(length, h, distance, rep)
+                    wanted = [p for p in PLACEMENT_ORDER if only is None or f"{pair}-{p}" in only]
+                    if not wanted:
+                        continue
+                    if words is None:
+                        words = set(_WORD.findall(haystack_text(source, tokenizer, n, hseed).text.lower()))
                     rng = random.Random(sha256_json(["cross-paragraph", seed, length, rep, distance, h]))
                     chain = _chain_for(rng, h, words)
                     start = rng.random()
@@ -247,9 +244,50 @@ def cross_cells(
                         depths,
                         hseed,
                     )
-                    for placement in PLACEMENT_ORDER:
+                    for placement in wanted:
                         order = stratum(h_index, d_index, len(hops), placement)
                         yield CrossCell(length, h, distance, rep, seed, order, chain, docs[placement])
+
+
+def cross_plan(
+    lengths: Sequence[int],
+    hops: Sequence[int] = DEFAULT_HOPS,
+    per_cell: int = 1,
+    seed: int = 0,
+    reserve: int = PROMPT_RESERVE,
+    ladder: Sequence[int] = DISTANCE_LADDER,
+) -> Iterator[Planned]:
+    """The ids and strata of `cross_cells` in its order, nothing built (a limit chooses among them first)."""
+    for length, _, distances in _lengths_distances(lengths, hops, per_cell, reserve, ladder):
+        for rep in range(per_cell):
+            for d_index, distance in enumerate(distances):
+                for h_index, h in enumerate(sorted(hops)):
+                    for placement in PLACEMENT_ORDER:
+                        yield Planned(
+                            f"{pair_id(length, h, distance, rep)}-{placement}",
+                            {"target_tokens": length, "stratum": stratum(h_index, d_index, len(hops), placement)},
+                        )
+
+
+def _lengths_distances(
+    lengths: Sequence[int], hops: Sequence[int], per_cell: int, reserve: int, ladder: Sequence[int]
+) -> Iterator[tuple[int, int, list[int]]]:
+    """(length, context tokens, distances) per length, the grid's arguments checked first."""
+    if not hops:
+        raise ConfigError("hops: expected at least one hop count from 2 to 4")
+    for h in hops:
+        check_hops(h)
+    if isinstance(per_cell, bool) or not isinstance(per_cell, int) or per_cell < 1:
+        raise ConfigError(f"per_cell: expected a positive integer, got {per_cell!r}")
+    for length in lengths:
+        n = context_tokens(length, reserve, MIN_CONTEXT)
+        distances = distances_for(length, max(hops), reserve, ladder)
+        if not distances:
+            raise ConfigError(
+                f"length {length}: no distance of {sorted(ladder)[:3]}... fits {max(hops)} hops in a "
+                f"{n}-token context; expected a longer length (or smaller distances, fewer hops)"
+            )
+        yield length, n, list(distances)
 
 
 def grid_size(lengths: Sequence[int], hops: Sequence[int], per_cell: int, reserve: int = PROMPT_RESERVE) -> int:

@@ -8,7 +8,7 @@ task's `Sample`, so the task and its dataset builder produce the same samples by
 from __future__ import annotations
 
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -89,9 +89,15 @@ def variant_rng(variant: str, seed: int, length: int, where: float, rep: int) ->
     return random.Random(sha256_json([variant, seed, length, where, rep]))
 
 
-def grid_points(lengths: Sequence[int], depths: int, per_cell: int) -> list[tuple[int, int, int, float]]:
+def grid_points(lengths: Sequence[int], depths: int, per_cell: int) -> Iterator[tuple[int, int, int, float]]:
     """(length, rep, depth index, depth) in the needle grid's order: length, then repetition, then depth."""
-    return [(n, r, i, d) for n in lengths for r in range(per_cell) for i, d in enumerate(depth_grid(depths))]
+    grid = depth_grid(depths)
+    return ((n, r, i, d) for n in lengths for r in range(per_cell) for i, d in enumerate(grid))
+
+
+def per_length_id(length: int, tag: str, index: int) -> str:
+    """The id of sample `index` of one length in a grid without depths, e.g. "L4096-q2" (tag "q")."""
+    return f"L{length}-{tag}{index}"
 
 
 def distinct_values(rng: random.Random, kind: str, n: int) -> list[str]:

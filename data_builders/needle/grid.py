@@ -4,7 +4,7 @@ task (`tasks/needle.py`) and the `needle` dataset builder, so both produce the s
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -123,18 +123,23 @@ def needle_cells(
     per_cell: int,
     seed: int,
     reserve: int = PROMPT_RESERVE,
+    only: Container[str] | None = None,
 ) -> Iterator[NeedleCell]:
     """Every cell, ordered by length, then repetition, then depth: all depths of a length come before a repeat.
 
     A length is the whole prompt budget: each context is exactly `length - reserve` tokens (`prompt_budget`).
     Every depth of one (length, repetition) shares one haystack (`haystack_seed`), so the dataset stores it once.
     The value kind cycles with the depth index and repetition (`value_kind_of`), so every length has each kind.
+    `only`: build just the cells of these sample ids (the others are skipped unbuilt; each cell's haystack and
+    generator depend on its own place alone, so a cell is the same built alone or with the whole grid).
     """
     for length in lengths:
         n = context_tokens(length, reserve)
         for rep in range(per_cell):
             hseed = haystack_seed(seed, length, rep)
             for i, depth in enumerate(depth_grid(depths)):
+                if only is not None and sample_id(length, depth, rep) not in only:
+                    continue
                 rng = cell_rng(seed, length, depth, rep)
                 template = MAGIC_TEMPLATES[value_kind_of(i, rep)]
                 try:

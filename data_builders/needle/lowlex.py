@@ -7,7 +7,7 @@ dataset builder; the pairs are in `needle_lowlex_pairs`.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 
 from data_builders.haystack.assembly import HaystackSource
 from data_builders.haystack.prompt_budget import PROMPT_RESERVE
@@ -25,9 +25,13 @@ def lowlex_cells(
     per_cell: int,
     seed: int,
     reserve: int = PROMPT_RESERVE,
+    only: Container[str] | None = None,
 ) -> Iterator[FamilyCell]:
-    """The needle grid (length x repetition x depth); each cell draws a pair and a name from its generator."""
+    """The needle grid (length x repetition x depth); each cell draws a pair and a name from its generator.
+    `only`: just the cells of these sample ids (as `needle_cells`)."""
     for length, rep, _, depth in grid_points(lengths, depths, per_cell):
+        if only is not None and sample_id(length, depth, rep) not in only:
+            continue
         rng = variant_rng("lowlex", seed, length, depth, rep)
         pair = rng.choice(PAIRS)
         name = rng.choice(NAMES)

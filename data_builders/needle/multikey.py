@@ -8,7 +8,7 @@ Distractor keys share the target's qualifier or noun ("the Bergmann archive" amo
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 
 from data_builders.haystack.assembly import HaystackSource
 from data_builders.haystack.prompt_budget import PROMPT_RESERVE
@@ -49,9 +49,13 @@ def multikey_cells(
     per_cell: int,
     seed: int,
     reserve: int = PROMPT_RESERVE,
+    only: Container[str] | None = None,
 ) -> Iterator[FamilyCell]:
-    """The needle grid (length x repetition x depth of the target); distractors at uniform random depths."""
+    """The needle grid (length x repetition x depth of the target); distractors at uniform random depths.
+    `only`: just the cells of these sample ids (as `needle_cells`)."""
     for length, rep, i, depth in grid_points(lengths, depths, per_cell):
+        if only is not None and sample_id(length, depth, rep) not in only:
+            continue
         rng = variant_rng("multikey", seed, length, depth, rep)
         kind = value_kind_of(i, rep)
         template = MAGIC_TEMPLATES[kind]

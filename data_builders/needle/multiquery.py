@@ -6,7 +6,7 @@ The requests share the document (and so a prompt prefix an adapter can cache); o
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 
 from data_builders.haystack.assembly import HaystackSource
 from data_builders.haystack.prompt_budget import PROMPT_RESERVE
@@ -17,6 +17,7 @@ from data_builders.needle.family import (
     build_cell,
     distinct_keys,
     distinct_values,
+    per_length_id,
     quarter_depths,
     variant_rng,
 )
@@ -35,11 +36,15 @@ def multiquery_cells(
     seed: int,
     reserve: int = PROMPT_RESERVE,
     haystacks: int = 0,
+    only: Container[str] | None = None,
 ) -> Iterator[FamilyCell]:
     """`per_length` samples per length; the questions come in a random order, not the needles' order. Sample i
-    reads the haystack of rep i, or with `haystacks` = h > 0 that of rep i % h (as `multivalue_cells`)."""
+    reads the haystack of rep i, or with `haystacks` = h > 0 that of rep i % h (as `multivalue_cells`).
+    `only`: just the cells of these sample ids (as `needle_cells`)."""
     for length in lengths:
         for i in range(per_length):
+            if only is not None and per_length_id(length, "q", i) not in only:
+                continue
             rng = variant_rng("multiquery", seed, length, i, 0)
             kind = VALUE_KIND_CYCLE[i % len(VALUE_KIND_CYCLE)]
             template = MAGIC_TEMPLATES[kind]
@@ -62,7 +67,7 @@ def multiquery_cells(
                 for j in order
             ]
             yield build_cell(
-                id=f"L{length}-q{i}",
+                id=per_length_id(length, "q", i),
                 source=source,
                 tokenizer=tokenizer,
                 length=length,

@@ -6,7 +6,7 @@ All values are asked at once ("What are all the special magic numbers for X ...?
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Container, Iterator, Sequence
 
 from data_builders.haystack.assembly import HaystackSource
 from data_builders.needle.family import (
@@ -16,6 +16,7 @@ from data_builders.needle.family import (
     build_cell,
     distinct_keys,
     distinct_values,
+    per_length_id,
     quarter_depths,
     variant_rng,
 )
@@ -50,12 +51,16 @@ def multivalue_cells(
     seed: int,
     reserve: int = RESERVE,
     haystacks: int = 0,
+    only: Container[str] | None = None,
 ) -> Iterator[FamilyCell]:
     """`per_length` samples per length; sample i has kind VALUE_KIND_CYCLE[i % 3] and the haystack of rep i, or
     with `haystacks` = h > 0 that of rep i % h (h haystacks shared by the samples: a dense retriever embeds each
-    once; the samples' keys, values and depths are as without it)."""
+    once; the samples' keys, values and depths are as without it). `only`: just the cells of these sample ids
+    (as `needle_cells`)."""
     for length in lengths:
         for i in range(per_length):
+            if only is not None and per_length_id(length, "v", i) not in only:
+                continue
             rng = variant_rng("multivalue", seed, length, i, 0)
             kind = VALUE_KIND_CYCLE[i % len(VALUE_KIND_CYCLE)]
             template = MAGIC_TEMPLATES[kind]
@@ -68,7 +73,7 @@ def multivalue_cells(
             question, prefix = all_values_question(key, kind)
             budget = list_budget(tokenizer, values)
             yield build_cell(
-                id=f"L{length}-v{i}",
+                id=per_length_id(length, "v", i),
                 source=source,
                 tokenizer=tokenizer,
                 length=length,

@@ -13,6 +13,9 @@ from longctx_eval.scoring.composite import CompositeConfig
 from longctx_eval.scoring.effective_length import EffectiveLengthConfig
 from longctx_eval.task import TaskInfo
 
+MAX_LENGTHS = 1000
+"""Lengths one task of a run may take (RULER and HELMET use 6-13): a longer list is refused before anything runs."""
+
 
 @dataclass(frozen=True)
 class TaskPlan:
@@ -26,6 +29,12 @@ class TaskPlan:
     limit: int | None = None
     args: Mapping[str, Any] = field(default_factory=dict)
     length_args: Mapping[int, Mapping[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.lengths is not None and len(self.lengths) > MAX_LENGTHS:
+            raise ConfigError(
+                f"task {self.info.name!r}: {len(self.lengths):,} lengths; expected at most {MAX_LENGTHS:,} per task"
+            )
 
     @property
     def resolved_lengths(self) -> list[int]:

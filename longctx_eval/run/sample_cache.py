@@ -10,7 +10,8 @@ files of the task's own folder (a plugin in the user's folder included: the modu
 everything below a package plugin's folder), of `data_builders/` and of
 `longctx_eval/text/` (hashed once per process), and the versions of the libraries samples are computed with.
 Editing a builder, a task or a helper of it, or upgrading a library, is a miss. `--limit` is not in the key:
-the full set is cached and the limit applied after.
+the full set is cached and the limit applied after; a planned dataset (`sample_plan`) builds only the samples
+a limit chose, under the key and their ids (`plan_samples`), or takes them from the full set where it is cached.
 
 Memory: an LRU bounded by context characters (`MEMORY_CHARS`), per process. Disk: one gzip-compressed JSON
 file per key, `<cache folder>/samples/<key>.json.gz` (or $LONGCTX_EVAL_SAMPLE_CACHE; `off` keeps memory only),
@@ -225,17 +226,27 @@ class SampleCache:
         """The samples of `key` from memory or disk, else `build()` them (and keep them); where they came from."""
         if key is None:
             return list(build()), "built"
+        held = self.get(key)
+        if held is not None:
+            return held
+        samples = list(build())
+        self._write(key, samples)
+        self._remember(key, samples)
+        return list(samples), "built"
+
+    def get(self, key: str | None) -> tuple[list[Sample], Status] | None:
+        """The samples of `key` from memory or disk (kept in memory), or None when neither holds them."""
+        if key is None:
+            return None
         held = self._memory.get(key)
         if held is not None:
             self._memory.move_to_end(key)
             return list(held[0]), "memory"
         samples = self._from_disk(key)
-        status: Status = "disk"
         if samples is None:
-            samples, status = list(build()), "built"
-            self._write(key, samples)
+            return None
         self._remember(key, samples)
-        return list(samples), status
+        return list(samples), "disk"
 
     def forget_memory(self) -> None:
         """Drop this process's memory level (tests: a second model in a fresh process reads the disk)."""

@@ -5,11 +5,16 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from collections.abc import Hashable, Sequence
 from dataclasses import dataclass
+from typing import TypeVar
 
 from longctx_eval.errors import TaskDefinitionError
 from longctx_eval.hashing import sha256_json, sha256_text
 from longctx_eval.sample import Sample, Stratum, stratum_of
+from longctx_eval.sample_plan import Planned, PlannedDataset
 from longctx_eval.task import Task, TaskInfo
+
+Entry = TypeVar("Entry", Sample, Planned)
+"""A built sample or a planned one: both carry the id and the metadata a limit reads."""
 
 """(target_tokens, depth or None): the cells a leaderboard shows."""
 
@@ -22,19 +27,30 @@ class SampleSet:
     planned: dict[Stratum, int]
 
 
-def _key(sample: Sample) -> Hashable:
+def _key(sample: Sample | Planned) -> Hashable:
     """Within one length, what a limit spreads over: an explicit `stratum`, else the depth, else nothing."""
     meta = sample.metadata
     return meta.get("stratum", meta.get("depth"))
 
 
 def build_samples(info: TaskInfo, task: Task, limit: int | None) -> SampleSet:
-    """Every sample of the task, checked, then at most `limit` per length spread evenly over its strata."""
+    """At most `limit` samples per length spread evenly over its strata, checked; a planned dataset builds only
+    those (uncached: the runner's `plan_samples` goes through the sample cache and its bounds)."""
+    if isinstance(task.dataset, PlannedDataset):
+        chosen, planned = choose(info, list(task.dataset.plan()), limit)
+        return SampleSet(list(task.dataset.build_checked(chosen)), planned)
     return choose_samples(info, list(task.samples()), limit)
 
 
 def choose_samples(info: TaskInfo, everything: Sequence[Sample], limit: int | None) -> SampleSet:
     """A task's full sample set (built, or read back from the sample cache) checked, then limited per length."""
+    chosen, planned = choose(info, everything, limit)
+    return SampleSet(chosen, planned)
+
+
+def choose(info: TaskInfo, everything: Sequence[Entry], limit: int | None) -> tuple[list[Entry], dict[Stratum, int]]:
+    """Samples or plan entries checked (a length each, unique ids), at most `limit` per length; and how many
+    the whole grid holds per cell (for coverage)."""
     for s in everything:
         if s.metadata.get("target_tokens") is None:
             raise TaskDefinitionError(
@@ -49,10 +65,10 @@ def choose_samples(info: TaskInfo, everything: Sequence[Sample], limit: int | No
         )
     planned = Counter(stratum_of(s) for s in everything)
     chosen = list(everything) if limit is None else _stratified(everything, limit)
-    return SampleSet(chosen, dict(planned))
+    return chosen, dict(planned)
 
 
-def _stratified(samples: Sequence[Sample], limit: int) -> list[Sample]:
+def _stratified(samples: Sequence[Entry], limit: int) -> list[Entry]:
     """Per length: every stratum once before any repeats; with fewer picks than strata, strata evenly spaced."""
     by_length: dict[int, dict[Hashable, list[int]]] = defaultdict(lambda: defaultdict(list))
     for i, s in enumerate(samples):

@@ -1,0 +1,32 @@
+"""The needle family's grids as plans (ids and cells, nothing built): what a limit is applied to before the
+cells generators build the chosen samples (`longctx_eval.sample_plan`)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+
+from data_builders.needle.family import grid_points, per_length_id
+from data_builders.needle.grid import VALUE_KIND_CYCLE, sample_id
+from longctx_eval.sample_plan import Planned
+
+GridPlan = Callable[..., Iterator[Planned]]
+"""A plan taking the same grid arguments as its cells generator (after source and tokenizer); it reads the
+first few and ignores the `rest` (seed, reserve: they change a sample, not its id or cell)."""
+
+
+def depth_grid_plan(lengths: Sequence[int], depths: int, per_cell: int, *rest: object) -> Iterator[Planned]:
+    """The length x repetition x depth grid of `needle_cells`, `lowlex_cells` and `multikey_cells`, in order."""
+    for length, rep, _, depth in grid_points(lengths, depths, per_cell):
+        yield Planned(sample_id(length, depth, rep), {"target_tokens": length, "depth": depth})
+
+
+def per_length_plan(tag: str) -> GridPlan:
+    """The plan of a grid of `per_length` samples a length, value kinds cycling (multiquery "q", multivalue "v")."""
+
+    def plan(lengths: Sequence[int], per_length: int, *rest: object) -> Iterator[Planned]:
+        for length in lengths:
+            for i in range(per_length):
+                kind = VALUE_KIND_CYCLE[i % len(VALUE_KIND_CYCLE)]
+                yield Planned(per_length_id(length, tag, i), {"target_tokens": length, "stratum": kind})
+
+    return plan
