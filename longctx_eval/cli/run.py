@@ -121,6 +121,7 @@ def _chosen_tasks(registry: Registry[TaskInfo], names: tuple[str, ...]) -> list[
 
 def plans_of(args: argparse.Namespace, registry: Registry[TaskInfo]) -> Plans:
     """Model spec -> task plans: a suite (the default one when neither --model nor --tasks is given)."""
+    from longctx_eval.run.plan_samples import check_plan_size
     from longctx_eval.run.suite import load_suite
 
     lengths, limit = parse_lengths(args.lengths), check_limit(args.limit, "--limit")
@@ -148,6 +149,8 @@ def plans_of(args: argparse.Namespace, registry: Registry[TaskInfo]) -> Plans:
             # --lengths and --limit given with a suite apply to every task in it
             out.append(TaskPlan(p.info, lengths or p.lengths, limit or p.limit, **p.with_args(given)))
         plans.append((spec, out))
+    for plan in {repr(p.as_dict()): p for _, ps in plans for p in ps}.values():  # before any model loads
+        check_plan_size(plan, args.seed)
     check_distinct_names([spec for spec, _ in plans])
     if args.part is not None:
         if suite is None:

@@ -21,7 +21,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from longctx_eval.errors import ConfigError, TaskDefinitionError
+from longctx_eval.errors import ConfigError, LongctxError, TaskDefinitionError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.progress import work_progress
 from longctx_eval.run.config import TaskPlan
@@ -32,8 +32,14 @@ from longctx_eval.sample_plan import Planned, PlannedDataset
 from longctx_eval.task import Task, TaskInfo
 from longctx_eval.text.tokenizer import Tokenizer
 
-MAX_PLANNED = 1_000_000
-"""Entries of one argument group's plan read to apply a limit: a larger grid is refused before any build."""
+
+class GridTooLarge(ConfigError):
+    """A plan or selection past `MAX_PLANNED` or `MAX_BUILT`: refused before anything is built."""
+
+
+MAX_PLANNED = 500_000
+"""Entries of one argument group's plan read to apply a limit (about 1 s and 230 MB here): a larger grid is
+refused before any build."""
 MAX_BUILT = 100_000
 """Samples one argument group may build for a run (after the limit): a larger selection is refused."""
 
@@ -129,18 +135,39 @@ def _read_plan(info: TaskInfo, dataset: PlannedDataset, what: str) -> list[Plann
     """The plan's entries, refused with one line past `MAX_PLANNED` (read no further than that)."""
     entries = list(itertools.islice(dataset.plan(), MAX_PLANNED + 1))
     if len(entries) > MAX_PLANNED:
-        raise ConfigError(
+        raise GridTooLarge(
             f"task {info.name!r}: the grid of {what} holds more than {MAX_PLANNED:,} samples; expected fewer "
             "lengths or smaller grid arguments (e.g. depths, per_cell)"
         )
     return entries
 
 
+def check_plan_size(plan: TaskPlan, seed: int) -> None:
+    """Refuse, before any model loads, a planned task whose grid or selection passes `MAX_PLANNED`/`MAX_BUILT`
+    (a plan needs no tokenizer); anything else wrong with the task is reported where it runs, in its place."""
+    info = plan.info
+    for lengths, args in plan.groups():
+        try:
+            dataset = info.build(args, lengths=lengths, seed=seed, tokenizer=None).dataset
+        except LongctxError:
+            return
+        if not isinstance(dataset, PlannedDataset):
+            continue
+        what = f"{info.name} samples at {_lengths_text(lengths)}"
+        try:
+            chosen, _ = choose(info, _read_plan(info, dataset, what), plan.limit)
+        except GridTooLarge:
+            raise
+        except LongctxError:  # bad arguments, a task bug: reported in the task's place, as without this check
+            return
+        _check_built(info, len(chosen), what, limited=plan.limit is not None)
+
+
 def _check_built(info: TaskInfo, n: int, what: str, limited: bool) -> None:
     """Refuse, before building, a selection past `MAX_BUILT` samples."""
     if n > MAX_BUILT:
         hint = "a smaller --limit" if limited else "--limit (samples per length)"
-        raise ConfigError(
+        raise GridTooLarge(
             f"task {info.name!r}: {n:,} {what} would be built; at most {MAX_BUILT:,} per run of a task; "
             f"expected {hint}, fewer lengths or smaller grid arguments"
         )

@@ -149,3 +149,38 @@ def test_the_campaigns_grid_with_limit_one_plans_at_once(tmp_path):
     row = next(line for line in out.stdout.splitlines() if line.startswith("bm25"))
     assert row.split()[1:3] == ["needle", "1"], row  # one request
     print(f"planned in {time.perf_counter() - t0:.1f} s")
+
+
+def test_an_oversized_grid_is_refused_by_run_before_any_model_loads(tmp_path):
+    """101 depths x 1,000 repetitions at one length with no --limit: one line, exit 2, no output folder made
+    (the check reads the plan, which needs no tokenizer and no model)."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "longctx_eval.cli",
+            "run",
+            "--model",
+            "bm25",
+            "--tasks",
+            "needle",
+            "--lengths",
+            "1024",
+            "--task-arg",
+            "needle.depths=101",
+            "--task-arg",
+            "needle.per_cell=1000",
+            "--out",
+            str(tmp_path / "o"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert out.returncode == 2, out.stderr
+    lines = [line for line in out.stderr.splitlines() if line.strip()]
+    assert lines == [
+        "error: task 'needle': 101,000 needle samples at 1024 would be built; at most 100,000 per run of a task; "
+        "expected --limit (samples per length), fewer lengths or smaller grid arguments"
+    ]
+    assert not (tmp_path / "o").exists()
