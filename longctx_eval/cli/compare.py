@@ -6,6 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
+from rich.markup import escape
+
 from longctx_eval.progress import console
 
 
@@ -25,12 +27,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("run_b", type=Path, metavar="RUN_B")
     p.add_argument("--task", action="append", default=[], metavar="T", help="compare only this task (repeatable)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON to FILE")
-    p.add_argument("--seed", type=int, default=0, help="seed of the bootstrap and permutation resamples (default 0)")
+    p.add_argument(
+        "--seed", type=int, default=0, help="seed of the bootstrap and permutation resamples, >= 0 (default 0)"
+    )
     p.set_defaults(func=cmd_compare)
 
 
 def cmd_compare(args: argparse.Namespace) -> int:
-    """Print the tables (stdout), write --json; a LongctxError (bad input) exits 2 through `main`."""
+    """Print the tables (stdout), write --json; a LongctxError (bad input) exits 2 through `main`. A task left
+    out for a damaged file, the others compared, is one error line (stderr) and exit 2 after the tables."""
     from longctx_eval.scoring.comparison import compare_runs, to_text, write_json
 
     comparison = compare_runs(args.run_a, args.run_b, args.task, seed=args.seed)
@@ -38,4 +43,8 @@ def cmd_compare(args: argparse.Namespace) -> int:
     if args.json is not None:
         write_json(comparison, args.json)
         console.print(f"wrote {args.json}", highlight=False)
+    if comparison.damaged:
+        text = "; ".join(comparison.damaged) + " (the other tasks are compared above)"
+        console.print(f"[red]error:[/red] {escape(text)}", highlight=False, soft_wrap=True)
+        return 2
     return 0

@@ -15,6 +15,7 @@ from longctx_eval.task import TaskInfo
 
 SUITES = Path(__file__).resolve().parents[1] / "suites"
 TASK_KEYS = frozenset({"lengths", "limit", "args", "args_at"})
+BOM = "\ufeff"
 
 
 def suite_path(name: str) -> Path:
@@ -34,23 +35,37 @@ def load_suite(name: str, registry: Registry[TaskInfo]) -> dict[str, list[TaskPl
     """Model spec -> its task plans, in file order; every key is checked against what is known."""
     path = suite_path(name)
     try:
-        data = tomllib.loads(path.read_bytes().decode("utf-8"))
+        # one leading byte-order mark is allowed (TOML is UTF-8 text; Windows editors write one)
+        data = tomllib.loads(path.read_bytes().decode("utf-8").removeprefix(BOM))
     except UnicodeDecodeError as exc:
         raise ConfigError(f"{path}: not UTF-8 text (byte {exc.start}); expected a UTF-8 TOML suite file") from None
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(
+            f"{path}: a value is nested too deeply to read (arrays or inline tables hundreds of levels deep); "
+            "expected a suite such as [bm25] needle = { lengths = [1024], args = { depths = 3 } }"
+        ) from None
+    except OSError as exc:
+        raise ConfigError(f"suite file {path} cannot be read: {exc.strerror or exc}") from None
     plans: dict[str, list[TaskPlan]] = {}
     for spec, tasks in data.items():
         if not isinstance(tasks, dict) or not tasks:
-            raise ConfigError(f"{path}: [{spec}] must be a table of tasks, e.g. needle = {{}}")
+            raise ConfigError(f"{path}: [{_shown(spec)}] must be a table of tasks, e.g. needle = {{}}")
         plans[spec] = [_plan(path, spec, task, opts, registry) for task, opts in tasks.items()]
     if not plans:
         raise ConfigError(f"{path}: the suite names no model")
     return plans
 
 
+def _shown(name: str) -> str:
+    """A table or key name as written in a message: quoted when it holds a line break or another unprintable
+    character, so the message stays one line."""
+    return name if name.isprintable() else repr(name)
+
+
 def _plan(path: Path, spec: str, task: str, opts: object, registry: Registry[TaskInfo]) -> TaskPlan:
-    where = f"{path}: [{spec}] {task}"
+    where = f"{path}: [{_shown(spec)}] {_shown(task)}"
     if not isinstance(opts, dict):
         raise ConfigError(
             f"{where}: expected a table such as {{ lengths = [1024], limit = 2, args = {{ depths = 3 }} }}"
@@ -85,14 +100,17 @@ def _length_args(where: str, table: object, lengths: tuple[int, ...], info: Task
     for raw, overrides in table.items():
         try:
             parsed = parse_lengths(raw)
-        except ConfigError:
+        except (ConfigError, ValueError):  # ValueError: digits int() does not read, such as '²'
             parsed = None
         length = parsed[0] if parsed and len(parsed) == 1 else None
         if length is None or length not in lengths:
             raise ConfigError(
-                f"{where}: args_at.{raw}: not one of the task's lengths {list(lengths)}; expected e.g. {example}"
+                f"{where}: args_at.{_shown(raw)}: not one of the task's lengths {list(lengths)}; "
+                f"expected e.g. {example}"
             )
         if not isinstance(overrides, dict) or not overrides:
-            raise ConfigError(f"{where}: args_at.{raw} must be a non-empty table of task arguments, e.g. {example}")
-        out[length] = info.check_args(overrides, f"{where} args_at.{raw}")
+            raise ConfigError(
+                f"{where}: args_at.{_shown(raw)} must be a non-empty table of task arguments, e.g. {example}"
+            )
+        out[length] = info.check_args(overrides, f"{where} args_at.{_shown(raw)}")
     return out

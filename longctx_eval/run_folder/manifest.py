@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, NonNegativeInt, ValidationError
 
 from longctx_eval.atomic_io import atomic_write_text
 from longctx_eval.errors import RunFileError
@@ -45,7 +45,8 @@ class TaskEntry(_Record):
     started: str
     seconds: float = 0.0
     samples_sha256: str | None = None
-    planned: list[tuple[int, float | None, int]] = Field(default_factory=list)
+    planned: list[tuple[NonNegativeInt, FiniteFloat | None, NonNegativeInt]] = Field(default_factory=list)
+    """Per (length, depth) stratum of the task's full grid: (length, depth or None, samples planned)."""
     include_paths: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
 
@@ -103,7 +104,13 @@ def read_manifest(run_dir: Path) -> Manifest | None:
     except json.JSONDecodeError as exc:
         raise RunFileError(f"{path}:{exc.lineno}: not valid JSON: {exc.msg}") from None
     if isinstance(data, dict) and isinstance(data.get("tasks"), list):
-        data = _from_v0(data)
+        try:
+            data = _from_v0(data)
+        except (KeyError, TypeError, AttributeError) as exc:
+            raise RunFileError(
+                f"{path}: an old manifest (tasks as a list) that cannot be read ({type(exc).__name__}: {exc}); "
+                "expected the manifest `longctx-eval run` writes"
+            ) from None
     try:
         return Manifest.model_validate(data)
     except ValidationError as exc:

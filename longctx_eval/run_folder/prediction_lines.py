@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any, get_args
 
 from longctx_eval.hashing import sha256_json, sha256_text
+from longctx_eval.run_folder.json_lines import json_line, short
 from longctx_eval.sample import Hit, Prediction, Request, Status
 
 KEY_PATTERN = re.compile(r"[0-9a-f]{64}")
@@ -111,27 +112,27 @@ def record_problem(rec: Any) -> str | None:
         return f"record lacks field(s) {', '.join(missing)}"
     key = rec["key"]
     if not isinstance(key, str) or not KEY_PATTERN.fullmatch(key):
-        return f"field 'key': expected 64 lowercase hex digits (sha256), got {_short(key)}"
+        return f"field 'key': expected 64 lowercase hex digits (sha256), got {short(key)}"
     for name in ("task", "sample_id"):
         if not isinstance(rec[name], str) or not rec[name]:
-            return f"field {name!r}: expected a non-empty string, got {_short(rec[name])}"
+            return f"field {name!r}: expected a non-empty string, got {short(rec[name])}"
     for name in ("text", "error"):
         if rec[name] is not None and not isinstance(rec[name], str):
-            return f"field {name!r}: expected a string or null, got {_short(rec[name])}"
+            return f"field {name!r}: expected a string or null, got {short(rec[name])}"
     if rec["status"] not in STATUSES:
-        return f"field 'status': expected one of {', '.join(STATUSES)}, got {_short(rec['status'])}"
+        return f"field 'status': expected one of {', '.join(STATUSES)}, got {short(rec['status'])}"
     for name in ("prompt_tokens", "completion_tokens"):
         if rec[name] is not None and not _is_count(rec[name]):
-            return f"field {name!r}: expected a non-negative integer or null, got {_short(rec[name])}"
+            return f"field {name!r}: expected a non-negative integer or null, got {short(rec[name])}"
     if not _is_number(rec["seconds"]) or rec["seconds"] < 0:
-        return f"field 'seconds': expected a non-negative number, got {_short(rec['seconds'])}"
+        return f"field 'seconds': expected a non-negative number, got {short(rec['seconds'])}"
     if rec["data"] is not None and not isinstance(rec["data"], dict):
-        return f"field 'data': expected an object or null, got {_short(rec['data'])}"
+        return f"field 'data': expected an object or null, got {short(rec['data'])}"
     if "part" in rec and not _is_count(rec["part"]):
-        return f"field 'part': expected a non-negative integer, got {_short(rec['part'])}"
+        return f"field 'part': expected a non-negative integer, got {short(rec['part'])}"
     hits = rec["hits"]
     if not isinstance(hits, list):
-        return f"field 'hits': expected a list of [start, end, score], got {_short(hits)}"
+        return f"field 'hits': expected a list of [start, end, score], got {short(hits)}"
     for n, hit in enumerate(hits):
         ok = (
             isinstance(hit, list)
@@ -142,7 +143,7 @@ def record_problem(rec: Any) -> str | None:
             and _is_number(hit[2])
         )
         if not ok:
-            return f"field 'hits'[{n}]: expected [start, end, score] with 0 <= start <= end, got {_short(hit)}"
+            return f"field 'hits'[{n}]: expected [start, end, score] with 0 <= start <= end, got {short(hit)}"
     if CHECK_FIELD in rec and rec[CHECK_FIELD] != record_check(rec):
         return "check does not match the record (it was altered after it was written)"
     return None
@@ -156,28 +157,11 @@ def _is_number(x: Any) -> bool:
     return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
 
 
-def _short(x: Any) -> str:
-    text = json.dumps(x, ensure_ascii=False, default=repr)
-    return text if len(text) <= 40 else text[:37] + "..."
-
-
-def _reject_constant(name: str) -> Any:
-    raise ValueError(f"{name} is not JSON")
-
-
 def parse_line(raw: bytes) -> tuple[dict | None, str | None]:
     """One line of predictions.jsonl as (record, None), or (None, why it is unusable)."""
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        return None, f"not UTF-8 at byte {exc.start} (torn line)"
-    try:
-        rec = json.loads(text, parse_constant=_reject_constant)
-    except ValueError as exc:
-        if isinstance(exc, json.JSONDecodeError):
-            msg = exc.msg.removesuffix(" starting at")
-            return None, f"not valid JSON at column {exc.colno}: {msg[:1].lower()}{msg[1:]} (torn line?)"
-        return None, f"not valid JSON: {exc}"
+    rec, why = json_line(raw)
+    if why is not None:
+        return None, why
     problem = record_problem(rec)
     return (None, problem) if problem else (rec, None)
 

@@ -10,19 +10,28 @@ lengths or more; a one-length task's pooled row is that length's cell, not teste
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from longctx_eval.errors import ConfigError
+from longctx_eval.errors import ConfigError, OutputError, RunFileError
 from longctx_eval.metrics.bootstrap import N_RESAMPLES
 from longctx_eval.results import RunResult, TaskResult, read_run
 from longctx_eval.run_folder.score_lines import scores_path
 from longctx_eval.scoring.labels import length_label
-from longctx_eval.scoring.paired_scores import Join, PairedDifference, join, paired_differences, sample_scores
+from longctx_eval.scoring.paired_scores import (
+    Join,
+    PairedDifference,
+    PairKey,
+    SampleScore,
+    join,
+    paired_differences,
+    read_sample_scores,
+)
 from longctx_eval.scoring.paired_tests import N_FLIPS, TESTS, holm
 
+Scored = Mapping[PairKey, SampleScore]
 ALPHA = 0.05
 """Significant: Holm-adjusted p below this."""
 
@@ -64,6 +73,8 @@ class RunComparison:
     seed: int
     tasks: list[TaskComparison]
     skipped: list[tuple[str, str]]
+    damaged: list[str] = field(default_factory=list)
+    """Why a task was not compared because a file of a run folder is damaged (also in `skipped`): exit 2."""
 
     @property
     def family(self) -> int:
@@ -82,7 +93,10 @@ def load_run_folder(path: Path) -> RunResult:
 
 def compare_runs(run_a: Path, run_b: Path, tasks: Sequence[str] = (), *, seed: int = 0) -> RunComparison:
     """Compare two run folders on `tasks` (default: every task both ran). Named tasks that cannot be compared,
-    and a comparison with no pair at all, raise ConfigError."""
+    and a comparison with no pair at all, raise ConfigError (RunFileError where a file is damaged); a damaged
+    task among others is listed in `damaged`, the others compared."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise ConfigError(f"--seed: expected a non-negative integer (the resamples' seed), got {seed!r}")
     a, b = load_run_folder(run_a), load_run_folder(run_b)
     by_a, by_b = {t.name: t for t in a.tasks}, {t.name: t for t in b.tasks}
     for name in tasks:
@@ -96,18 +110,23 @@ def compare_runs(run_a: Path, run_b: Path, tasks: Sequence[str] = (), *, seed: i
     if not names:
         raise ConfigError(f"{run_a} and {run_b} share no task")
     compared: list[TaskComparison] = []
+    damaged: list[str] = []
     for name in names:
         try:
             compared.append(_compare_task(run_a, run_b, by_a[name], by_b[name], seed))
-        except ConfigError as exc:
+        except (ConfigError, RunFileError, OutputError) as exc:
             if tasks:
                 raise
             skipped.append((name, str(exc)))
+            if not isinstance(exc, ConfigError):
+                damaged.append(str(exc))
     if not compared:
+        if len(damaged) == len(skipped) == 1:
+            raise RunFileError(damaged[0])
         why = "; ".join(f"{n}: {r}" for n, r in skipped)
-        raise ConfigError(f"nothing to compare between {run_a} and {run_b}: {why}")
+        raise (RunFileError if damaged else ConfigError)(f"nothing to compare between {run_a} and {run_b}: {why}")
     _apply_holm(compared)
-    return RunComparison(run_a, run_b, a.model.name, b.model.name, seed, compared, skipped)
+    return RunComparison(run_a, run_b, a.model.name, b.model.name, seed, compared, skipped, damaged)
 
 
 def _compare_task(run_a: Path, run_b: Path, ta: TaskResult, tb: TaskResult, seed: int) -> TaskComparison:
@@ -119,19 +138,20 @@ def _compare_task(run_a: Path, run_b: Path, ta: TaskResult, tb: TaskResult, seed
             f"task {ta.name!r}: the primary metrics differ ({ma} through {ta.capability} in {run_a}, "
             f"{mb} through {tb.capability} in {run_b})"
         )
-    sa, sb = sample_scores(run_a, ta.name), sample_scores(run_b, tb.name)
+    sa, sb = read_sample_scores(run_a, ta.name), read_sample_scores(run_b, tb.name)
     for run, found in ((run_a, sa), (run_b, sb)):
         if not found:
             raise ConfigError(
                 f"task {ta.name!r}: {run} has no per-sample scores ({scores_path(run, ta.name)} and "
                 f"samples/{ta.name}.jsonl; `longctx-eval score {run}` writes them)"
             )
-    if not any(ma in s.scores for s in sa.values()):
-        raise ConfigError(f"task {ta.name!r}: its primary metric {ma} is not a per-sample score (a ratio or renamed)")
+        if not any(ma in s.scores or ma in s.null for s in found.values()):
+            raise ConfigError(
+                f"task {ta.name!r}: its primary metric {ma} is not a per-sample score in {run} (a ratio or renamed)"
+            )
     joined = join(sa, sb, ma)
     if not joined.pairs:
-        refused = "; ".join(f"{n} refused: {why}" for why, n in joined.refused.items()) or "no sample id in common"
-        raise ConfigError(f"task {ta.name!r}: no shared samples ({refused})")
+        raise ConfigError(f"task {ta.name!r}: no shared samples ({_unpaired(run_a, run_b, sa, sb, ma, joined)})")
     rows = paired_differences(sa, sb, ma, seed=seed, pairs=joined.pairs)
     return TaskComparison(
         task=ta.name,
@@ -141,6 +161,20 @@ def _compare_task(run_a: Path, run_b: Path, ta: TaskResult, tb: TaskResult, seed
         args_equal=ta.args == tb.args,
         joined=joined,
         rows=rows,
+    )
+
+
+def _unpaired(run_a: Path, run_b: Path, sa: Scored, sb: Scored, metric: str, joined: Join) -> str:
+    """Why no pair was made: ids refused for another design, no id in common, or no finite score in both."""
+    if joined.refused:
+        return "; ".join(f"{n} refused: {why}" for why, n in joined.refused.items())
+    shared = {k[0] for k in sa} & {k[0] for k in sb}
+    if not shared:
+        return "no sample id in common"
+    n_a, n_b = (sum(k[0] in shared and metric in s.scores for k, s in run.items()) for run in (sa, sb))
+    return (
+        f"{len(shared)} sample id(s) in common, but none has a finite {metric} in both runs ({run_a}: {n_a} of "
+        f"them, {run_b}: {n_b}; the rest hold null, i.e. not finite, or lack it)"
     )
 
 

@@ -22,11 +22,15 @@ from pathlib import Path
 from typing import cast
 
 import numpy as np
+from rich.markup import escape
 
+from longctx_eval.errors import RunFileError
 from longctx_eval.metrics.aggregate import column_mean
 from longctx_eval.metrics.bootstrap import bootstrap_ci
-from longctx_eval.run_folder.paths import inside
-from longctx_eval.run_folder.score_lines import scores_path
+from longctx_eval.progress import console
+from longctx_eval.run_folder.json_lines import read_records
+from longctx_eval.run_folder.sample_lines import SAMPLE_LINE, sample_line_problem, samples_path
+from longctx_eval.run_folder.score_lines import SCORE_LINE, score_line_problem, scores_path
 from longctx_eval.scoring.paired_tests import paired_test
 
 PairKey = tuple[str, str]
@@ -44,6 +48,8 @@ class SampleScore:
     length: int | None
     scores: Mapping[str, float]
     design_sha256: str = ""
+    null: frozenset[str] = frozenset()
+    """Score fields the line holds as null (a non-finite value, left out of `scores`)."""
 
 
 @dataclass(frozen=True)
@@ -85,44 +91,60 @@ class PairedDifference:
         return self.ci95[0] > 0 or self.ci95[1] < 0
 
 
-def sample_scores(run_dir: Path, task: str) -> dict[PairKey, SampleScore]:
+def read_sample_scores(run_dir: Path, task: str) -> dict[PairKey, SampleScore]:
     """A run folder's scored samples of `task` keyed by (id, context sha256); {} when it kept no such files.
 
-    Only samples with status ok count (failed and over-length ones have no score)."""
-    try:
-        samples = _text(inside(run_dir, "samples", f"{task}.jsonl"))
-        scores = _text(scores_path(run_dir, task))
-    except (OSError, ValueError, EOFError):
+    Only samples with status ok count (failed and over-length ones have no score). A damaged file (a torn,
+    foreign or mistyped line, an unreadable gzip copy) is a RunFileError naming the file and line."""
+    samples_file, scores_file = samples_path(run_dir, task), scores_path(run_dir, task)
+    samples, scores = _bytes(samples_file), _bytes(scores_file)
+    if samples is None or scores is None:
         return {}
     context: dict[str, tuple[str | None, str]] = {}
-    for line in samples.splitlines():
-        if line.strip():
-            rec = json.loads(line)
+    for lineno, rec in read_records(samples_file, samples, sample_line_problem, SAMPLE_LINE):
+        try:
             context[rec["id"]] = (rec.get("context_sha256"), _design_sha256(rec))
+        except RecursionError:
+            raise RunFileError(f"{samples_file}:{lineno}: nested too deeply; expected {SAMPLE_LINE}") from None
     out: dict[PairKey, SampleScore] = {}
-    for line in scores.splitlines():
-        if not line.strip():
-            continue
-        rec = json.loads(line)
+    rewrite = f"; `longctx-eval score {run_dir}` rewrites it" if scores_file.is_file() else ""
+    for _, rec in read_records(scores_file, scores, score_line_problem, SCORE_LINE + rewrite):
         sha, design = context.get(rec["id"], (None, ""))
-        if rec.get("status") != "ok" or sha is None:
+        if rec["status"] != "ok" or sha is None:
             continue
-        values = {k: float(v) for k, v in (rec.get("scores") or {}).items() if v is not None and math.isfinite(v)}
+        given = rec.get("scores") or {}
+        values = {k: float(v) for k, v in given.items() if v is not None and math.isfinite(v)}
         length = (rec.get("metadata") or {}).get("target_tokens")
-        out[(rec["id"], sha)] = SampleScore(int(length) if isinstance(length, int) else None, values, design)
+        null = frozenset(given.keys() - values.keys())
+        out[(rec["id"], sha)] = SampleScore(length, values, design, null)
     return out
 
 
-def _text(path: Path) -> str:
-    """The file at `path`, or its gzip-compressed copy `path.gz` (a published leaderboard's, `per_sample.py`)."""
-    if not path.exists():
-        packed = path.with_name(path.name + ".gz")
-        if packed.is_file() and not packed.is_symlink():
-            try:
-                return gzip.decompress(packed.read_bytes()).decode("utf-8")
-            except (EOFError, zlib.error) as exc:
-                raise ValueError(f"{packed}: not a readable gzip file ({exc})") from exc
-    return path.read_text(encoding="utf-8")
+def sample_scores(run_dir: Path, task: str) -> dict[PairKey, SampleScore]:
+    """`read_sample_scores`, or {} with a warning naming the damage when a file cannot be used: for the
+    leaderboard, whose significance test is then left out while every other result is kept."""
+    try:
+        return read_sample_scores(run_dir, task)
+    except RunFileError as exc:
+        console.print(f"[yellow]warning[/yellow] {escape(str(exc))}; no paired test for it", highlight=False)
+        return {}
+
+
+def _bytes(path: Path) -> bytes | None:
+    """The file at `path`, or its gzip-compressed copy `path.gz` (a published leaderboard's, `per_sample.py`);
+    None when neither is there."""
+    packed = path.with_name(path.name + ".gz")
+    try:
+        if path.exists():
+            return path.read_bytes()
+        if not packed.is_file() or packed.is_symlink():
+            return None
+        try:
+            return gzip.decompress(packed.read_bytes())
+        except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+            raise RunFileError(f"{packed}: not a readable gzip file ({exc})") from None
+    except OSError as exc:
+        raise RunFileError(f"{path} cannot be read: {exc.strerror or exc}") from None
 
 
 def join(a: Mapping[PairKey, SampleScore], b: Mapping[PairKey, SampleScore], field: str) -> Join:

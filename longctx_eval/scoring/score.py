@@ -9,7 +9,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import inspect
-import json
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from pydantic import ValidationError
 
 from longctx_eval.discovery import discover
 from longctx_eval.errors import LongctxError, RunFileError
@@ -33,12 +33,15 @@ from longctx_eval.results import (
     TaskResult,
     Throughput,
     failure_summary,
+    one_line,
     read_run,
     task_failed,
     write_run,
 )
+from longctx_eval.run_folder.json_lines import read_records, short
 from longctx_eval.run_folder.manifest import Manifest, TaskEntry, read_manifest
 from longctx_eval.run_folder.predictions import PredictionStore, combine_parts, record_to_prediction
+from longctx_eval.run_folder.sample_lines import SAMPLE_LINE, SCORED_FIELDS, sample_line_problem, samples_path
 from longctx_eval.run_folder.score_lines import score_record, scores_path, write_scores
 from longctx_eval.sample import Prediction, Sample, Score, stratum_of
 from longctx_eval.scoring.composite import CompositeConfig, with_composite
@@ -111,7 +114,12 @@ def score_run_dir(
             if entry.name not in registry:
                 raise RunFileError(f"task {entry.name!r} is not discoverable; pass its --include-path")
             info = registry.get(entry.name)
-            result = _score_task(run_dir, manifest, entry, info, store, effective, composite, echo)
+            try:
+                result = _score_task(run_dir, manifest, entry, info, store, effective, composite, echo)
+            except ValidationError as exc:  # a value the manifest recorded that run.json's schema refuses
+                raise RunFileError(
+                    f"{run_dir / 'manifest.json'}: a recorded value does not fit run.json: {one_line(exc)}"
+                ) from None
             held = previous.get(entry.name)
             if held is not None and held.scorer_sha256 not in (None, result.scorer_sha256):
                 report_warnings.append(
@@ -198,20 +206,15 @@ def scorer_sha256(info: TaskInfo, task: Task) -> str:
 
 
 def _load_samples(path: Path) -> list[tuple[Sample, list[str]]]:
-    out = []
+    """The samples file's (sample, its prediction keys); RunFileError naming the file and line of a damaged one."""
     try:
-        lines = path.read_bytes().decode("utf-8").splitlines()
+        data = path.read_bytes()
     except FileNotFoundError:
         raise RunFileError(f"{path} is missing; re-run the task") from None
-    except UnicodeDecodeError as exc:
-        raise RunFileError(f"{path}: not UTF-8 ({exc.reason}); re-run the task") from None
-    for lineno, line in enumerate(lines, 1):
-        try:
-            rec = json.loads(line)
-            out.append((Sample(rec["id"], "", rec["question"], rec["gold"], rec["metadata"]), list(rec["keys"])))
-        except (json.JSONDecodeError, KeyError, TypeError) as exc:
-            raise RunFileError(f"{path}:{lineno}: malformed sample record ({type(exc).__name__}: {exc})") from None
-    return out
+    except OSError as exc:
+        raise RunFileError(f"{path} cannot be read: {exc.strerror or exc}; re-run the task") from None
+    records = read_records(path, data, lambda r: sample_line_problem(r, SCORED_FIELDS), SAMPLE_LINE)
+    return [(Sample(r["id"], "", r["question"], r["gold"], r["metadata"]), list(r["keys"])) for _, r in records]
 
 
 def score_one(scorer: Callable[[Sample, Prediction], Score], sample: Sample, pred: Prediction) -> Score:
@@ -249,23 +252,26 @@ def _score_task(
             f"ran as version {entry.version} but version {info.version} is installed; "
             "its scores would not be comparable. Re-run the task"
         )
-    path = run_dir / "samples" / f"{entry.name}.jsonl"
-    if (
-        entry.samples_sha256 is not None
-        and path.is_file()
-        and sha256_text(path.read_text("utf-8", "replace")) != entry.samples_sha256
-    ):
+    path = samples_path(run_dir, entry.name)
+    pairs = _load_samples(path)  # a damaged line is named first: its hash would differ too
+    if entry.samples_sha256 is not None and sha256_text(path.read_text("utf-8", "replace")) != entry.samples_sha256:
         raise RunFileError(
-            f"{path} does not belong to this folder's {entry.name} run of {entry.started} (another run rewrote it); "
-            "re-run the task"
+            f"{path} does not belong to this folder's {entry.name} run of {entry.started} (another run rewrote "
+            "it, or it was edited); re-run the task"
         )
-    pairs = _load_samples(path)
     missing = [s.id for s, keys in pairs if any(k not in store for k in keys)]
     if missing:
         raise RunFileError(
             f"lacks {len(missing)} prediction(s) (first: {missing[0]}); re-run the same command to resume"
         )
-    task = info.build(entry.args, lengths=entry.lengths, seed=entry.seed, tokenizer=None)
+    try:
+        task = info.build(entry.args, lengths=entry.lengths, seed=entry.seed, tokenizer=None)
+    except (TypeError, ValueError) as exc:  # the manifest's arguments, edited or from another task version
+        reason = (str(exc).splitlines() or [""])[0]
+        raise RunFileError(
+            f"{run_dir / 'manifest.json'}: the task cannot be built from its recorded arguments "
+            f"{short(entry.args)} ({type(exc).__name__}: {reason}); re-run the task"
+        ) from None
     scored, records, preds, seconds, tokens, completions = [], [], [], 0.0, 0, None
     for sample, keys in pairs:
         pred = combine_parts([record_to_prediction(store.records[k]) for k in keys])
