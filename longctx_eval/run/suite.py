@@ -10,7 +10,7 @@ from pathlib import Path
 
 from longctx_eval.errors import ConfigError, did_you_mean
 from longctx_eval.registry import Registry
-from longctx_eval.run.config import TaskPlan, check_limit, parse_lengths
+from longctx_eval.run.config import MAX_LENGTHS, TaskPlan, check_limit, parse_lengths
 from longctx_eval.task import TaskInfo
 
 SUITES = Path(__file__).resolve().parents[1] / "suites"
@@ -79,6 +79,8 @@ def _plan(path: Path, spec: str, task: str, opts: object, registry: Registry[Tas
         not isinstance(lengths, list) or not lengths or not all(isinstance(n, int) and n > 0 for n in lengths)
     ):
         raise ConfigError(f"{where}: lengths must be a non-empty list of positive token counts, got {lengths!r}")
+    if lengths is not None and len(lengths) > MAX_LENGTHS:
+        raise ConfigError(f"{where}: {len(lengths):,} lengths; expected at most {MAX_LENGTHS:,} per task")
     info = registry.get(task)
     args = opts.get("args", {})
     if not isinstance(args, dict):
