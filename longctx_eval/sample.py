@@ -6,6 +6,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
+from longctx_eval.hashing import sha256_json
+
 Status = Literal["ok", "over_length", "error"]
 
 
@@ -86,15 +88,33 @@ class Score:
         return self.values[key]
 
 
+def recorded_sample_hash(
+    id: str, context_sha256: str, question: str, gold: Mapping[str, Any], metadata: Mapping[str, Any]
+) -> str:
+    """A sample's hash from what a run folder's samples file records of it (its context by sha256): the
+    dataset hash is the hash of these in order (`run/sampling.py`), so a merged folder can recompute it."""
+    return sha256_json([id, context_sha256, question, dict(gold), dict(metadata)])
+
+
 Stratum = tuple[int, float | None]
 """A sample's cell: (target_tokens, depth or None)."""
 
 
 class HasMetadata(Protocol):
-    """A Sample, or a planned one (`sample_plan.Planned`): what `stratum_of` reads."""
+    """A Sample, or a planned one (`sample_plan.Planned`): what `stratum_of` and `cluster_of` read."""
+
+    @property
+    def id(self) -> str: ...
 
     @property
     def metadata(self) -> Mapping[str, Any]: ...
+
+
+def cluster_of(sample: HasMetadata) -> str:
+    """What a sample is not independent of: metadata `cluster` (the haystack or document it was built from, set by
+    its task), else the sample alone. Shards keep a cluster together."""
+    cluster = sample.metadata.get("cluster")
+    return sample.id if cluster is None else str(cluster)
 
 
 def stratum_of(sample: HasMetadata) -> Stratum:

@@ -2,9 +2,10 @@
 
 A task whose samples are costly to build (exact-length haystacks) and whose grid is regular can give its
 `Task.dataset` as a `PlannedDataset`: `plan()` lists every sample of the grid cheaply (id and the metadata a
-limit spreads over: `target_tokens`, and `depth` or `stratum`), `build(chosen)` builds just those. The runner
-applies `--limit` to the plan, so a run or a dry run costs what it selects, not what the grid holds. Called
-with no argument it builds the whole plan, so everything that reads `task.samples()` keeps working.
+limit spreads over: `target_tokens`, and `depth` or `stratum`; and `cluster`, the haystack it shares),
+`build(chosen)` builds just those. The runner applies `--limit` (and `--shard`) to the plan, so a run or a dry
+run costs what it selects, not what the grid holds. Called with no argument it builds the whole plan, so
+everything that reads `task.samples()` keeps working.
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ from typing import Any
 from longctx_eval.errors import TaskDefinitionError
 from longctx_eval.sample import Sample
 
-PLAN_KEYS = ("target_tokens", "depth", "stratum")
-"""The metadata a plan states and its built sample must repeat: what `--limit` and the coverage read."""
+PLAN_KEYS = ("target_tokens", "depth", "stratum", "cluster")
+"""The metadata a plan states and its built sample must repeat: what `--limit`, the coverage and shards read."""
 
 
 @dataclass(frozen=True)

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from data_builders import get_source
+from data_builders.haystack.cluster import haystack_cluster
 from data_builders.retrieval.docs import (
     DEFAULT_TOPICS,
     RECALL_KS,
@@ -54,6 +55,7 @@ def samples_of(doc: RetrievalDoc, **metadata: object) -> Iterator[Sample]:
                 "doc": doc.index,
                 "depths": [p.depth for p in gold],
                 "haystack_seed": doc.haystack_seed,
+                "cluster": haystack_cluster(doc.haystack_seed),  # every query of a document shares it
                 **metadata,
             },
         )

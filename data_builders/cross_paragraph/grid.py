@@ -12,6 +12,7 @@ from typing import Any
 from data_builders.cross_paragraph.docs import FactDoc, build_fact_pair
 from data_builders.cross_paragraph.facts import MAX_HOPS, FactChain, check_hops, invented_words, make_chain
 from data_builders.haystack.assembly import HaystackSource, haystack_text
+from data_builders.haystack.cluster import haystack_cluster
 from data_builders.haystack.prompt_budget import PROMPT_RESERVE, context_tokens
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.hashing import sha256_json
@@ -194,6 +195,7 @@ def row_sample(row: Mapping[str, Any], **metadata: Any) -> Sample:
             "rep": row["rep"],
             "seed": row["seed"],
             "haystack_seed": row["haystack_seed"],
+            "cluster": haystack_cluster(row["haystack_seed"]),
             **metadata,
         },
     )
@@ -263,10 +265,10 @@ def cross_plan(
             for d_index, distance in enumerate(distances):
                 for h_index, h in enumerate(sorted(hops)):
                     for placement in PLACEMENT_ORDER:
-                        yield Planned(
-                            f"{pair_id(length, h, distance, rep)}-{placement}",
-                            {"target_tokens": length, "stratum": stratum(h_index, d_index, len(hops), placement)},
-                        )
+                        order = stratum(h_index, d_index, len(hops), placement)
+                        cluster = haystack_cluster(haystack_seed(seed, length, rep))
+                        meta = {"target_tokens": length, "stratum": order, "cluster": cluster}
+                        yield Planned(f"{pair_id(length, h, distance, rep)}-{placement}", meta)
 
 
 def _lengths_distances(

@@ -13,6 +13,7 @@ from typing import Any
 from datasets import Features, List, Value
 
 from data_builders.dataset.registry import BuildConfig, BuildContext, CardInfo, Document, Part, builder
+from data_builders.haystack.cluster import haystack_cluster
 from data_builders.haystack.prompt_budget import PROMPT_RESERVE, reserve_option
 from data_builders.needle.grid import PROMPT_TEMPLATE, SCORING, NeedleCell, needle_cells
 from data_builders.needle.grid import needle_sample as _sample
@@ -263,5 +264,6 @@ def needle_sample(row: Mapping[str, Any], documents: Mapping[str, str] | None = 
         overlap_bm25=row["overlap_bm25"],
         overlap_cosine=row["overlap_cosine"],
         overlap_bucket=row["overlap_bucket"],
+        cluster=haystack_cluster(row["haystack_seed"]),
         **metadata,
     )

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from data_builders.haystack.assembly import HaystackSource
+from data_builders.haystack.cluster import haystack_cluster
 from data_builders.haystack.prompt_budget import PROMPT_RESERVE, context_tokens
 from data_builders.haystack.span_insertion import insert_sentences
 from data_builders.needle.grid import depth_grid, haystack_seed
@@ -234,6 +235,7 @@ def family_sample(fields: Mapping[str, Any], context: str, **metadata: Any) -> S
             "actual_depth": first["actual_depth"],
             "seed": fields["seed"],
             "value_kind": fields["value_kind"],
+            "cluster": haystack_cluster(fields["haystack_seed"]),
             "overlap_bm25": fields["overlap_bm25"],
             "overlap_cosine": fields["overlap_cosine"],
             "overlap_bucket": fields["overlap_bucket"],

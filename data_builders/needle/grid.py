@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from data_builders.haystack.assembly import HaystackSource
+from data_builders.haystack.cluster import haystack_cluster
 from data_builders.haystack.prompt_budget import PROMPT_RESERVE, context_tokens
 from data_builders.needle.insertion import MAGIC_TEMPLATES, NeedleDoc, build_needle_doc
 from data_builders.needle.lexical_overlap import Overlap, measure_overlaps
@@ -110,6 +111,7 @@ class NeedleCell:
             actual_depth=d.actual_depth,
             seed=self.seed,
             value_kind=d.value_kind,
+            cluster=haystack_cluster(d.haystack_seed),
             **self.overlap.metadata(),
             **metadata,
         )

@@ -5,28 +5,33 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 
+from data_builders.haystack.cluster import haystack_cluster
 from data_builders.needle.family import grid_points, per_length_id
-from data_builders.needle.grid import VALUE_KIND_CYCLE, sample_id
+from data_builders.needle.grid import VALUE_KIND_CYCLE, haystack_seed, sample_id
 from longctx_eval.sample_plan import Planned
 
 GridPlan = Callable[..., Iterator[Planned]]
-"""A plan taking the same grid arguments as its cells generator (after source and tokenizer); it reads the
-first few and ignores the `rest` (seed, reserve: they change a sample, not its id or cell)."""
+"""A plan taking the same grid arguments as its cells generator (after source and tokenizer)."""
 
 
-def depth_grid_plan(lengths: Sequence[int], depths: int, per_cell: int, *rest: object) -> Iterator[Planned]:
-    """The length x repetition x depth grid of `needle_cells`, `lowlex_cells` and `multikey_cells`, in order."""
+def depth_grid_plan(lengths: Sequence[int], depths: int, per_cell: int, seed: int, *rest: object) -> Iterator[Planned]:
+    """The length x repetition x depth grid of `needle_cells`, `lowlex_cells` and `multikey_cells`, in order; every
+    depth of one (length, repetition) shares its haystack. `rest` (the reserve) changes a sample, not its place."""
     for length, rep, _, depth in grid_points(lengths, depths, per_cell):
-        yield Planned(sample_id(length, depth, rep), {"target_tokens": length, "depth": depth})
+        cluster = haystack_cluster(haystack_seed(seed, length, rep))
+        yield Planned(sample_id(length, depth, rep), {"target_tokens": length, "depth": depth, "cluster": cluster})
 
 
 def per_length_plan(tag: str) -> GridPlan:
-    """The plan of a grid of `per_length` samples a length, value kinds cycling (multiquery "q", multivalue "v")."""
+    """The plan of a grid of `per_length` samples a length, value kinds cycling (multiquery "q", multivalue "v");
+    sample i reads the haystack of rep i, or with `haystacks` = h > 0 that of rep i % h."""
 
-    def plan(lengths: Sequence[int], per_length: int, *rest: object) -> Iterator[Planned]:
+    def plan(lengths: Sequence[int], per_length: int, seed: int, reserve: int, haystacks: int = 0) -> Iterator[Planned]:
         for length in lengths:
             for i in range(per_length):
                 kind = VALUE_KIND_CYCLE[i % len(VALUE_KIND_CYCLE)]
-                yield Planned(per_length_id(length, tag, i), {"target_tokens": length, "stratum": kind})
+                cluster = haystack_cluster(haystack_seed(seed, length, i % haystacks if haystacks > 0 else i))
+                meta = {"target_tokens": length, "stratum": kind, "cluster": cluster}
+                yield Planned(per_length_id(length, tag, i), meta)
 
     return plan
