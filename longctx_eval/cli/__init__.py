@@ -17,7 +17,7 @@ from longctx_eval.registry import Registry
 
 COMMANDS: Registry = Registry("command", entry_point_group="longctx_eval.commands")
 """Command families by name: a module (or object) with `add_parser(subparsers)` whose parsers set `func`."""
-for _name in ("run", "tasks", "score", "compare", "leaderboard", "validate", "schema", "chunk", "posprobe"):
+for _name in ("run", "tasks", "score", "merge", "compare", "leaderboard", "validate", "schema", "chunk", "posprobe"):
     COMMANDS.register(_name, f"longctx_eval.cli.{_name}", source="longctx_eval.cli")
 COMMANDS.register("serve", "longctx_eval.cli.serve", source="longctx_eval.cli")
 COMMANDS.register("fault-proxy", "longctx_eval.cli.fault_proxy", source="longctx_eval.cli")

@@ -9,6 +9,7 @@ from typing import Any
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.run.cost import Budget
+from longctx_eval.run_folder.shard import Shard
 from longctx_eval.scoring.composite import CompositeConfig
 from longctx_eval.scoring.effective_length import EffectiveLengthConfig
 from longctx_eval.task import TaskInfo
@@ -84,6 +85,8 @@ class RunConfig:
     """`--max-cost`: the invocation's spending limit on served models (None = no limit)."""
     composite: CompositeConfig | None = None
     """Served runs' composite score: weights and latency kind (`--composite-weights`, `--composite-latency`)."""
+    shard: Shard | None = None
+    """`--shard I/N`: this process runs shard I of N of every task's samples, into its own run folder."""
 
 
 def parse_task_args(items: Sequence[str]) -> dict[str, dict[str, str]]:

@@ -18,7 +18,7 @@ import itertools
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from longctx_eval.errors import ConfigError, LongctxError, TaskDefinitionError
@@ -27,7 +27,8 @@ from longctx_eval.progress import work_progress
 from longctx_eval.run.config import TaskPlan
 from longctx_eval.run.sample_cache import SampleCache, Status, sample_key, shared_sample_cache
 from longctx_eval.run.sampling import choose, choose_samples
-from longctx_eval.sample import Sample, Stratum
+from longctx_eval.run_folder.shard import Shard
+from longctx_eval.sample import Sample, Stratum, cluster_of
 from longctx_eval.sample_plan import Planned, PlannedDataset
 from longctx_eval.task import Task, TaskInfo
 from longctx_eval.text.tokenizer import Tokenizer
@@ -55,6 +56,8 @@ class GroupSamples:
     origin: Status
     """Where the full sample set came from: built now, this process's memory, or the disk cache."""
     seconds: float
+    positions: list[int] = field(default_factory=list)
+    """Each sample's place in the plan's unsharded order (0, 1, 2, ... unless a shard left some out)."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +66,8 @@ class PlanSamples:
 
     groups: list[GroupSamples]
     planned: dict[Stratum, int]
+    total: int = 0
+    """How many samples the plan selects before sharding (the shards' samples together)."""
 
     @property
     def samples(self) -> list[Sample]:
@@ -70,30 +75,53 @@ class PlanSamples:
         return [s for g in self.groups for s in g.samples]
 
     @property
+    def positions(self) -> list[int]:
+        """The samples' places in the unsharded order, concatenated in group order."""
+        return [p for g in self.groups for p in g.positions]
+
+    @property
     def task(self) -> Task:
         """The first group's task (its scorer and metrics score the plan; `score` builds it from `args`)."""
         return self.groups[0].task
 
 
+@dataclass(frozen=True)
+class _Chosen:
+    """One group between choosing and building: its chosen plan entries (a planned dataset not yet built) or
+    samples (a dataset built whole, or a planned one whose whole grid the cache held)."""
+
+    lengths: list[int]
+    args: dict[str, Any]
+    task: Task
+    what: str
+    key: str | None
+    chosen: Sequence[Planned | Sample]
+    cells: dict[Stratum, int]
+    origin: Status
+    seconds: float
+    planned: int
+    """Entries of the group's whole plan (a subset of them is cached under its ids)."""
+
+
 def plan_samples(
-    plan: TaskPlan, seed: int, tokenizer: Tokenizer | None, cache: SampleCache | None = None
+    plan: TaskPlan, seed: int, tokenizer: Tokenizer | None, cache: SampleCache | None = None, shard: Shard | None = None
 ) -> PlanSamples:
-    """Build (or read back) each argument group's samples and apply the plan's limit per length."""
+    """Build (or read back) each argument group's samples and apply the plan's limit per length, then the shard:
+    a planned dataset is limited and sharded on its plan and builds only what is left."""
     info = plan.info
     store = cache if cache is not None else shared_sample_cache()
+    picked = [_choose_group(plan, lengths, args, seed, tokenizer, store) for lengths, args in plan.groups()]
+    everything = [e for g in picked for e in g.chosen]
+    kept = set(shard.positions([cluster_of(e) for e in everything]) if shard is not None else range(len(everything)))
     groups: list[GroupSamples] = []
-    planned: dict[Stratum, int] = {}
-    for lengths, args in plan.groups():
+    offset = 0
+    for g in picked:
         t0 = time.perf_counter()
-        task = info.build(args, lengths=lengths, seed=seed, tokenizer=tokenizer)
-        what = f"{info.name} samples at {_lengths_text(lengths)}"
-        key = sample_key(info, args, lengths, seed, tokenizer) if info.cache_samples else None
-        if isinstance(task.dataset, PlannedDataset):
-            samples, cells, origin = _planned_group(plan, task.dataset, key, store, what)
-        else:
-            samples, cells, origin = _whole_group(plan, task, key, store, what)
-        planned.update(cells)
-        groups.append(GroupSamples(lengths, args, task, samples, origin, time.perf_counter() - t0))
+        positions = [offset + i for i in range(len(g.chosen)) if offset + i in kept]
+        samples, origin = _build_group(g, [g.chosen[p - offset] for p in positions], store)
+        offset += len(g.chosen)
+        seconds = g.seconds + time.perf_counter() - t0
+        groups.append(GroupSamples(g.lengths, g.args, g.task, samples, origin, seconds, positions))
     if len(groups) > 1:
         dupes = [i for i, n in Counter(s.id for g in groups for s in g.samples).items() if n > 1]
         if dupes:
@@ -101,34 +129,50 @@ def plan_samples(
                 f"{info.source}: task {info.name!r} yields sample id {dupes[0]!r} in two argument groups "
                 "(suite args_at); expected ids unique across lengths"
             )
-    return PlanSamples(groups, planned)
+    planned = {cell: n for g in picked for cell, n in g.cells.items()}
+    return PlanSamples(groups, planned, len(everything))
 
 
-def _planned_group(
-    plan: TaskPlan, dataset: PlannedDataset, key: str | None, store: SampleCache, what: str
-) -> tuple[list[Sample], dict[Stratum, int], Status]:
-    """A planned dataset limited on its plan, then only the chosen samples built; from the whole grid instead
-    where the cache holds it (an unlimited run built it), and cached under the chosen ids (`key` + selection)."""
+def _choose_group(
+    plan: TaskPlan, lengths: list[int], args: dict[str, Any], seed: int, tokenizer: Tokenizer | None, store: SampleCache
+) -> _Chosen:
+    """One argument group's task and what its limit chooses: plan entries where the dataset is planned (nothing
+    built; from the whole grid where the cache holds it), else the samples, built whole (or read back)."""
+    t0 = time.perf_counter()
     info = plan.info
-    entries = _read_plan(info, dataset, what)
-    chosen, cells = choose(info, entries, plan.limit)
-    _check_built(info, len(chosen), what, limited=plan.limit is not None)
-    whole = store.get(key)
-    if whole is not None:
-        return choose_samples(info, whole[0], plan.limit).samples, cells, whole[1]
-    if key is not None and len(chosen) < len(entries):
-        key = sha256_json([key, [p.id for p in chosen]])
-    samples, origin = store.get_or_build(key, lambda: _with_progress(dataset.build_checked(chosen), what, len(chosen)))
-    return samples, cells, origin
-
-
-def _whole_group(
-    plan: TaskPlan, task: Task, key: str | None, store: SampleCache, what: str
-) -> tuple[list[Sample], dict[Stratum, int], Status]:
-    """A dataset given as samples: built whole (or read back from the cache), then limited."""
+    task = info.build(args, lengths=lengths, seed=seed, tokenizer=tokenizer)
+    what = f"{info.name} samples at {_lengths_text(lengths)}"
+    key = sample_key(info, args, lengths, seed, tokenizer) if info.cache_samples else None
+    dataset = task.dataset
+    if isinstance(dataset, PlannedDataset):
+        entries = _read_plan(info, dataset, what)
+        chosen, cells = choose(info, entries, plan.limit)
+        _check_built(info, len(chosen), what, limited=plan.limit is not None)
+        whole = store.get(key)
+        if whole is not None:
+            picked = choose_samples(info, whole[0], plan.limit).samples
+            return _Chosen(lengths, args, task, what, key, picked, cells, whole[1], _since(t0), len(entries))
+        return _Chosen(lengths, args, task, what, key, chosen, cells, "built", _since(t0), len(entries))
     everything, origin = store.get_or_build(key, lambda: _with_progress(task.samples(), what, None))
-    limited = choose_samples(plan.info, everything, plan.limit)
-    return limited.samples, limited.planned, origin
+    limited = choose_samples(info, everything, plan.limit)
+    return _Chosen(lengths, args, task, what, key, limited.samples, limited.planned, origin, _since(t0), 0)
+
+
+def _build_group(g: _Chosen, mine: Sequence[Planned | Sample], store: SampleCache) -> tuple[list[Sample], Status]:
+    """The group's samples of `mine`: as they are where built already, else built now from their plan entries
+    (cached under the group's key, and their ids where they are a part of its plan)."""
+    entries = [e for e in mine if isinstance(e, Planned)]
+    dataset = g.task.dataset
+    if not entries or not isinstance(dataset, PlannedDataset):
+        return [e for e in mine if isinstance(e, Sample)], g.origin
+    key = g.key
+    if key is not None and len(entries) < g.planned:
+        key = sha256_json([key, [p.id for p in entries]])
+    return store.get_or_build(key, lambda: _with_progress(dataset.build_checked(entries), g.what, len(entries)))
+
+
+def _since(t0: float) -> float:
+    return time.perf_counter() - t0
 
 
 def _read_plan(info: TaskInfo, dataset: PlannedDataset, what: str) -> list[Planned]:

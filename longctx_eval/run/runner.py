@@ -31,7 +31,7 @@ from longctx_eval.run.cost import Budget, BudgetStop, output_budget
 from longctx_eval.run.plan_samples import plan_samples
 from longctx_eval.run.sampling import dataset_hash
 from longctx_eval.run_folder.lock import RunFolderBusy, RunLock
-from longctx_eval.run_folder.manifest import Manifest, TaskEntry, now_iso, read_manifest, write_manifest
+from longctx_eval.run_folder.manifest import Manifest, ShardEntry, TaskEntry, now_iso, read_manifest, write_manifest
 from longctx_eval.run_folder.naming import check_same_identity, check_same_model, run_dir_for
 from longctx_eval.run_folder.paths import inside
 from longctx_eval.run_folder.predictions import PredictionStore, prediction_key, prediction_to_record
@@ -75,7 +75,7 @@ def run_models(plans: Sequence[tuple[ModelSpec, Sequence[TaskPlan]]], config: Ru
 
 def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> ModelOutcome:
     """Generate (resuming) then score one model's tasks in its run folder; returns what happened."""
-    run_dir = ensure_dir(run_dir_for(config.out, spec))
+    run_dir = ensure_dir(run_dir_for(config.out, spec, config.shard))
     with RunLock(run_dir):
         manifest = read_manifest(run_dir)
         check_same_model(run_dir, manifest, spec)
@@ -217,7 +217,7 @@ def _run_task(
     started = now_iso()
     try:
         with status(f"building {info.name} samples"):
-            built = plan_samples(plan, config.seed, adapter.tokenizer)
+            built = plan_samples(plan, config.seed, adapter.tokenizer, shard=config.shard)
     except TaskUnavailable as exc:
         return Skipped(task=info.name, reason=str(exc), kind="missing_data")
     for group in built.groups:
@@ -250,6 +250,7 @@ def _run_task(
         samples_sha256=samples_sha,
         planned=[(length, depth, n) for (length, depth), n in sorted(built.planned.items(), key=_stratum_order)],
         include_paths=list(config.include_paths),
+        shard=None if config.shard is None else ShardEntry.of(config.shard, built.total, built.positions),
     )
     manifest.tasks[info.name] = entry
     manifest.skipped.pop(info.name, None)  # an earlier run's skip no longer explains this task

@@ -9,7 +9,7 @@ from typing import TypeVar
 
 from longctx_eval.errors import TaskDefinitionError
 from longctx_eval.hashing import sha256_json, sha256_text
-from longctx_eval.sample import Sample, Stratum, stratum_of
+from longctx_eval.sample import Sample, Stratum, recorded_sample_hash, stratum_of
 from longctx_eval.sample_plan import Planned, PlannedDataset
 from longctx_eval.task import Task, TaskInfo
 
@@ -97,7 +97,7 @@ def _order(key: Hashable) -> tuple:
 
 def sample_hash(s: Sample) -> str:
     """Hash of everything in a sample; the dataset hash is the hash of these in order."""
-    return sha256_json([s.id, sha256_text(s.context), s.question, dict(s.gold), dict(s.metadata)])
+    return recorded_sample_hash(s.id, sha256_text(s.context), s.question, s.gold, s.metadata)
 
 
 def dataset_hash(samples: Sequence[Sample]) -> str:

@@ -12,19 +12,33 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, NonNegativeInt, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, FiniteFloat, NonNegativeInt, PositiveInt, ValidationError
 
 from longctx_eval.atomic_io import atomic_write_text
 from longctx_eval.errors import RunFileError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.results import Environment, ModelMeta, Skipped, SuiteInfo
 from longctx_eval.run_folder.paths import inside
+from longctx_eval.run_folder.shard import Shard
 
 MANIFEST = "manifest.json"
 
 
 class _Record(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class ShardEntry(_Record):
+    """A task run as shard `index` of `count`: `total` samples unsharded, this shard's at `positions` (in order)."""
+
+    index: PositiveInt
+    count: PositiveInt
+    total: NonNegativeInt
+    positions: list[NonNegativeInt]
+
+    @classmethod
+    def of(cls, shard: Shard, total: int, positions: list[int]) -> ShardEntry:
+        return cls(index=shard.index, count=shard.count, total=total, positions=positions)
 
 
 class TaskEntry(_Record):
@@ -49,6 +63,8 @@ class TaskEntry(_Record):
     """Per (length, depth) stratum of the task's full grid: (length, depth or None, samples planned)."""
     include_paths: list[str] = Field(default_factory=list)
     warnings: list[str] = Field(default_factory=list)
+    shard: ShardEntry | None = None
+    """Where this folder is one shard of a run (`run --shard I/N`): which, and its samples' unsharded places."""
 
     def config(self) -> dict[str, Any]:
         """What identifies this task's results: name, version, capability, lengths, limit, arguments, seed
@@ -80,6 +96,10 @@ class Manifest(_Record):
     started: str
     tasks: dict[str, TaskEntry] = Field(default_factory=dict)
     skipped: dict[str, Skipped] = Field(default_factory=dict)
+    merged_from: list[str] = Field(default_factory=list)
+    """The shard folders `longctx-eval merge` joined into this one (empty for a folder a run wrote)."""
+    merged: str | None = None
+    """When they were merged."""
 
 
 def now_iso() -> str:

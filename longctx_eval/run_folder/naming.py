@@ -8,14 +8,16 @@ from longctx_eval.errors import ConfigError
 from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.spec import renamed, slug
 from longctx_eval.run_folder.manifest import Manifest
+from longctx_eval.run_folder.shard import Shard
 
 
-def run_dir_for(out: Path, spec: ModelSpec) -> Path:
-    """The one place a model's run folder is named: OUT/<slug of the model name>, always a folder inside OUT."""
+def run_dir_for(out: Path, spec: ModelSpec, shard: Shard | None = None) -> Path:
+    """The one place a model's run folder is named: OUT/<slug of the model name>, always a folder inside OUT;
+    a shard's is OUT/<slug>.shard-I-of-N (`longctx-eval merge` joins them)."""
     name = slug(spec.name)
     if name in (".", "..") or "/" in name or name.startswith("."):
         raise ConfigError(f"model name {spec.name!r} cannot name a run folder inside {out}; give it ?name=...")
-    return Path(out) / name
+    return Path(out) / (name + (shard.folder_suffix if shard is not None else ""))
 
 
 def _target(spec_text: str) -> str:
