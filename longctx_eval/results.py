@@ -296,6 +296,11 @@ class TaskResult(_Strict):
     serving: ServingStats | None = Field(
         default=None, description="served models: latency percentiles, throughput, retries, length checks"
     )
+    shard: str | None = Field(
+        default=None,
+        pattern=r"^[1-9][0-9]*/[1-9][0-9]*$",
+        description="'I/N' where this is shard I of N of a run (run --shard): a part, until `longctx-eval merge`",
+    )
 
     @model_validator(mode="after")
     def _slices_apart(self) -> TaskResult:

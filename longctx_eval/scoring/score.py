@@ -325,6 +325,7 @@ def _score_task(
         seed=entry.seed,
         config_hash=entry.config_hash(manifest.identity),
         started=entry.started,
+        shard=None if entry.shard is None else f"{entry.shard.index}/{entry.shard.count}",
         scorer_sha256=scorer_sha256(info, task),
         coverage=covered,
         pooled_lengths=sorted({length_of(s) for s, _ in fitting}),
