@@ -5,6 +5,8 @@ from __future__ import annotations
 import argparse
 import logging
 
+from longctx_eval.serve.prompt_limit import CHARS_PER_TOKEN, NO_WINDOW_CHARS
+
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Add `serve`."""
@@ -20,6 +22,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8000, help="port to listen on; 0 picks a free one (default 8000)")
     p.add_argument("--served-model-name", default=None, help="the model name clients send (default: the spec's name)")
     p.add_argument("--log-requests", action="store_true", help="log one line per generation request to stderr")
+    p.add_argument(
+        "--max-prompt-chars",
+        type=int,
+        default=None,
+        metavar="N",
+        help="refuse (HTTP 413, before tokenising) a prompt of more than N characters, a chat's messages counted "
+        f"together (default: {CHARS_PER_TOKEN} per token of the model's context window, e.g. 262,144 for 8,192 "
+        f"tokens; {NO_WINDOW_CHARS:,} when the window is unknown)",
+    )
     p.set_defaults(func=cmd_serve)
 
 
@@ -32,6 +43,8 @@ def cmd_serve(args: argparse.Namespace) -> int:
 
     if not 0 <= args.port <= 65535:
         raise ConfigError(f"--port {args.port}: expected 0 (a free port) to 65535")
+    if args.max_prompt_chars is not None and args.max_prompt_chars < 1:
+        raise ConfigError(f"--max-prompt-chars {args.max_prompt_chars}: expected a number of characters >= 1")
     logging.basicConfig(level=logging.INFO if args.log_requests else logging.WARNING, format="%(message)s")
     engine = HFEngine.load(args.model, args.served_model_name)
-    return serve_forever(build_app(engine), args.host, args.port)
+    return serve_forever(build_app(engine, args.max_prompt_chars), args.host, args.port)

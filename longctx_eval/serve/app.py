@@ -2,20 +2,32 @@
 
 Routes: GET /v1/models, GET /health, POST /v1/chat/completions, POST /v1/completions (both also streamed as
 server-sent events, `data: {...}` chunks ending in `data: [DONE]`), POST /tokenize and POST /detokenize
-(vLLM's shapes). Generation requests wait in arrival order for the one model (an asyncio lock is FIFO).
+(vLLM's shapes). Generation requests wait for the one model in the order their prompts are ready (an asyncio lock
+is FIFO).
+
+The event loop only moves bytes: parsing a body, checking it and tokenising its prompt run on a few worker threads
+(`PREP`; the tokenizer releases the GIL), and generation on the engine's, so /health and every other route keep
+answering, and a short prompt is not queued behind a long one's tokenising. Prompts over `--max-prompt-chars` are
+refused (413) before they are tokenised.
 """
 
 from __future__ import annotations
 
+import asyncio
+import functools
 import json
 import logging
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import aclosing
-from typing import Any
+from typing import Any, TypeVar
 
 from aiohttp import web
 
 from longctx_eval.serve.engine import Completion, GenerationError, HFEngine
+from longctx_eval.serve.json_body import BodyError, parse_json_object
+from longctx_eval.serve.prompt_limit import PromptLimit
 from longctx_eval.serve.protocol import (
     APIError,
     Job,
@@ -35,6 +47,12 @@ from longctx_eval.serve.protocol import (
 log = logging.getLogger("longctx_eval.serve")
 ENGINE = web.AppKey("engine", HFEngine)
 STARTED = web.AppKey("started", int)
+LIMIT = web.AppKey("limit", PromptLimit)
+PREP = web.AppKey("prep", ThreadPoolExecutor)
+PREP_THREADS = 4
+"""Requests parsed and tokenised at once; each prompt is at most --max-prompt-chars, so memory stays bounded."""
+MAX_BODY_BYTES = 64 * 1024 * 1024
+T = TypeVar("T")
 
 
 def error_response(exc: APIError) -> web.Response:
@@ -42,14 +60,26 @@ def error_response(exc: APIError) -> web.Response:
     return web.json_response(exc.body(), status=exc.status)
 
 
+async def off_loop(request: web.Request, fn: Callable[..., T], *args: Any) -> T:
+    """`fn(*args)` on a preparation thread: CPU work (parsing, tokenising) never blocks the event loop."""
+    return await asyncio.get_running_loop().run_in_executor(request.app[PREP], functools.partial(fn, *args))
+
+
+def _parse_body(raw: bytes) -> dict[str, Any]:
+    try:
+        return parse_json_object(raw)
+    except BodyError as exc:
+        raise bad(str(exc)) from None
+
+
 async def _json_body(request: web.Request) -> dict[str, Any]:
     try:
-        body = await request.json()
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise bad(f"the request body is not valid JSON: {exc}") from None
-    if not isinstance(body, dict):
-        raise bad("the request body must be a JSON object")
-    return body
+        raw = await request.read()
+    except web.HTTPRequestEntityTooLarge:
+        raise APIError(
+            413, f"the request body is over this server's limit of {MAX_BODY_BYTES:,} bytes (64 MiB)"
+        ) from None
+    return await off_loop(request, _parse_body, raw)
 
 
 @web.middleware
@@ -85,7 +115,7 @@ async def health(request: web.Request) -> web.Response:
 async def tokenize(request: web.Request) -> web.Response:
     """POST /tokenize: {"prompt"} or {"messages"} -> {"tokens", "count", "max_model_len"} (vLLM's shape)."""
     engine = request.app[ENGINE]
-    ids = tokenize_ids(await _json_body(request), engine)
+    ids = await off_loop(request, tokenize_ids, await _json_body(request), engine, request.app[LIMIT])
     return web.json_response({"tokens": ids, "count": len(ids), "max_model_len": engine.window})
 
 
@@ -94,8 +124,12 @@ async def detokenize(request: web.Request) -> web.Response:
     engine = request.app[ENGINE]
     body = await _json_body(request)
     check_model(body, engine, required=False)
+    return web.json_response({"prompt": await off_loop(request, _detokenize, body, engine)})
+
+
+def _detokenize(body: dict[str, Any], engine: HFEngine) -> str:
     tokens = token_ids(body.get("tokens"), engine, "tokens")  # ids outside the vocabulary are a 400, not a 500
-    return web.json_response({"prompt": engine.hf_tok.decode(tokens)})
+    return engine.hf_tok.decode(tokens)
 
 
 async def chat_completions(request: web.Request) -> web.StreamResponse:
@@ -110,7 +144,7 @@ async def completions(request: web.Request) -> web.StreamResponse:
 
 async def _generate(request: web.Request, kind: Any) -> web.StreamResponse:
     engine = request.app[ENGINE]
-    job = parse_generation(await _json_body(request), engine, kind)
+    job = await off_loop(request, parse_generation, await _json_body(request), engine, kind, request.app[LIMIT])
     rid, created = new_id(kind), now()
     out = Completion(prompt_tokens=len(job.ids))
     t0 = time.perf_counter()
@@ -167,11 +201,14 @@ async def _stream(
     return resp
 
 
-def build_app(engine: HFEngine) -> web.Application:
-    """The server application over a loaded engine."""
-    app = web.Application(middlewares=[openai_errors], client_max_size=64 * 1024 * 1024)
+def build_app(engine: HFEngine, max_prompt_chars: int | None = None) -> web.Application:
+    """The server application over a loaded engine; `max_prompt_chars` None is PromptLimit's default for its window."""
+    app = web.Application(middlewares=[openai_errors], client_max_size=MAX_BODY_BYTES)
     app[ENGINE] = engine
     app[STARTED] = now()
+    app[LIMIT] = PromptLimit.for_window(engine.window, max_prompt_chars)
+    app[PREP] = ThreadPoolExecutor(max_workers=PREP_THREADS, thread_name_prefix="serve-prep")
+    app.on_cleanup.append(_stop_prep)
     app.router.add_get("/v1/models", list_models)
     app.router.add_get("/health", health)
     app.router.add_post("/v1/chat/completions", chat_completions)
@@ -179,3 +216,7 @@ def build_app(engine: HFEngine) -> web.Application:
     app.router.add_post("/tokenize", tokenize)
     app.router.add_post("/detokenize", detokenize)
     return app
+
+
+async def _stop_prep(app: web.Application) -> None:
+    app[PREP].shutdown(wait=False, cancel_futures=True)

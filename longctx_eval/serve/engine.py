@@ -18,16 +18,26 @@ from typing import Any
 from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError
 
+MIN_SAMPLING_TEMPERATURE = 1e-5
+"""Temperatures below this decode greedily (vLLM's floor too). Sampling divides the logits by the temperature: a
+smaller divisor overflows float32 to inf (1e-300 is 0 in float32) and softmax gives NaN, while at 1e-5 a token
+whose logit trails the top one by 1e-4 already has e^-10 of its probability, so the limit is greedy anyway."""
+
 
 @dataclass(frozen=True)
 class Sampling:
-    """Decoding settings of one request: greedy when `temperature` is 0."""
+    """Decoding settings of one request: greedy when `temperature` is below MIN_SAMPLING_TEMPERATURE (0 included)."""
 
     max_tokens: int
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int | None = None
     stop: tuple[str, ...] = ()
+
+    @property
+    def greedy(self) -> bool:
+        """Whether this request decodes greedily (argmax), the seed and top_p then having no effect."""
+        return self.temperature < MIN_SAMPLING_TEMPERATURE
 
 
 @dataclass
@@ -85,11 +95,28 @@ class TextAssembler:
     def _held_back(self, full: str) -> int:
         hold = len(full) - len(full.rstrip("\ufffd"))  # an incomplete multi-byte character decodes as U+FFFD
         for s in self._stop:
-            for k in range(min(len(s) - 1, len(full)), 0, -1):
-                if full.endswith(s[:k]):
-                    hold = max(hold, k)
-                    break
+            hold = max(hold, partial_stop(full, s))
         return hold
+
+
+def partial_stop(text: str, stop: str) -> int:
+    """The length of the longest proper prefix of `stop` that `text` ends with (0 if none): text to hold back.
+
+    Candidates are found with str.rfind on the text's last 8 characters, so a long stop string costs a few C-level
+    searches per token rather than one Python step per character of the reply."""
+    longest = min(len(stop) - 1, len(text))
+    m = min(8, longest)
+    if m <= 0:
+        return 0
+    tail, end = text[-m:], longest
+    while (j := stop.rfind(tail, 0, end)) >= 0:  # stop[j:j+m] == tail: stop[:j+m] may be what text ends with
+        if text.endswith(stop[: j + m]):
+            return j + m
+        end = j + m - 1
+    for k in range(m - 1, 0, -1):  # prefixes shorter than the tail
+        if text.endswith(stop[:k]):
+            return k
+    return 0
 
 
 class _TokenFeed:
@@ -183,17 +210,26 @@ class HFEngine:
     async def stream(self, ids: list[int], sampling: Sampling, out: Completion) -> AsyncGenerator[str, None]:
         """Generate from `ids`, yielding the text each token adds ('' when held back); fills `out` as it goes.
 
-        Closing the iterator early (a client that went away) stops the generation after its current step and
-        waits for the worker thread, so the next request finds the model free."""
+        Detokenising and stop-string matching run in the worker thread with the model, never on the event loop
+        (a request's stop list can be megabytes). Closing the iterator early (a client that went away) stops the
+        generation after its current step and waits for the worker thread, so the next request finds the model
+        free."""
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         cancel = threading.Event()
+        asm = TextAssembler(self.decode, self.adapter.eos_ids, sampling.stop)
 
-        def put(item: tuple[str, Any]) -> None:
+        def put(item: tuple[str, Any]) -> None:  # in the worker thread
+            if item[0] == "token":
+                if asm.finish_reason is not None:
+                    return  # a token generated after a stop string, before the cancel took effect
+                text = asm.add(item[1])
+                if asm.finish_reason is not None:
+                    cancel.set()
+                item = ("text", (text, asm.text, asm.tokens))
             loop.call_soon_threadsafe(queue.put_nowait, item)
 
         worker = threading.Thread(target=self._generate, args=(ids, sampling, put, cancel), daemon=True)
-        asm = TextAssembler(self.decode, self.adapter.eos_ids, sampling.stop)
         done = False
         worker.start()
         try:
@@ -204,13 +240,9 @@ class HFEngine:
                     if value is not None:
                         raise GenerationError(f"generation failed: {value}") from value
                     break
-                if asm.finish_reason is not None:
-                    continue  # a token generated after a stop string, before the cancel took effect
-                text = asm.add(value)
-                out.text, out.completion_tokens = asm.text, asm.tokens
-                if asm.finish_reason is not None:
-                    cancel.set()
+                text, out.text, out.completion_tokens = value
                 yield text
+            # the worker has finished: the assembler is this thread's now
             if asm.finish_reason is None:  # the token budget ran out
                 asm.finish_reason = "length"
                 tail = asm.flush()
@@ -234,7 +266,7 @@ class HFEngine:
 
         error: BaseException | None = None
         try:  # everything in the worker is inside: whatever raises, "done" is sent and the engine is free again
-            if sampling.temperature > 0:
+            if not sampling.greedy:
                 decoding: dict[str, Any] = {
                     "do_sample": True,
                     "temperature": sampling.temperature,

@@ -1,8 +1,10 @@
 """A loopback proxy that injects faults between an OpenAI-style client and its server, on a seeded schedule.
 
 Only generation requests (POST .../completions) are subject to the schedule; everything else (/v1/models,
-/tokenize) passes through. What it injected is counted: GET /fault-stats returns the counts and the
-per-request log, DELETE /fault-stats starts the schedule and the counts afresh.
+/tokenize, and a generation request whose body is not a JSON object: the upstream answers it as it would
+without the proxy) passes through. The proxy's own answers are JSON too (a body over 64 MiB: 413). What it
+injected is counted: GET /fault-stats returns the counts and the per-request log, DELETE /fault-stats starts the
+schedule and the counts afresh.
 
     proxy = FaultProxy("http://127.0.0.1:8000", seed=0, schedule="429=0.2,drop=0.1")
     with proxy.start() as server:        # a background thread; server.url is http://127.0.0.1:PORT
@@ -13,7 +15,7 @@ per-request log, DELETE /fault-stats starts the schedule and the counts afresh.
 from __future__ import annotations
 
 import asyncio
-import json
+import logging
 import math
 import threading
 from typing import Any
@@ -22,8 +24,11 @@ import aiohttp
 from aiohttp import web
 
 from longctx_eval.serve.fault_schedule import DEFAULT_SCHEDULE, FAULTS, FaultSchedule, parse_schedule
+from longctx_eval.serve.json_body import BodyError, parse_json_object
 from longctx_eval.serve.listen import BackgroundServer
 
+log = logging.getLogger("longctx_eval.fault_proxy")
+MAX_BODY_BYTES = 64 * 1024 * 1024
 HOP_HEADERS = {"host", "content-length", "transfer-encoding", "connection", "accept-encoding", "keep-alive"}
 
 
@@ -87,7 +92,7 @@ class FaultProxy:
     # -- serving -------------------------------------------------------------------------------------------
     def app(self) -> web.Application:
         """The aiohttp application (one upstream session, opened on startup)."""
-        app = web.Application(client_max_size=64 * 1024 * 1024)
+        app = web.Application(middlewares=[_json_errors], client_max_size=MAX_BODY_BYTES)
         app.on_startup.append(self._open)
         app.on_cleanup.append(self._close)
         app.router.add_route("GET", "/fault-stats", self._stats)
@@ -115,11 +120,13 @@ class FaultProxy:
 
     async def _handle(self, request: web.Request) -> web.StreamResponse:
         body = await request.read()
-        if request.method != "POST" or not request.path.rstrip("/").endswith("completions"):
+        generation = request.method == "POST" and request.path.rstrip("/").endswith("completions")
+        stream = await asyncio.to_thread(_stream_flag, body) if generation else None
+        if stream is None:  # not a generation request, or a malformed one: the upstream answers it untouched
             with self._lock:
                 self._passed += 1
             return await self._forward(request, body, "ok")
-        i, fault = self._take(request.path, _wants_stream(body))
+        i, fault = self._take(request.path, stream)
         if fault == "429":
             return _error(429, f"rate limit reached (fault injected into request {i})", "rate_limit_exceeded", self)
         if fault == "500":
@@ -176,11 +183,31 @@ class FaultProxy:
         return resp
 
 
-def _wants_stream(body: bytes) -> bool:
+def _stream_flag(body: bytes) -> bool | None:
+    """Whether a generation request asks for a stream; None when its body is not a JSON object (any malformation)."""
     try:
-        return bool(json.loads(body).get("stream"))
-    except (ValueError, AttributeError):
-        return False
+        return bool(parse_json_object(body).get("stream"))
+    except BodyError:
+        return None
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler: Any) -> web.StreamResponse:
+    """The proxy's own refusals and failures leave as OpenAI-shaped JSON, never aiohttp's plain-text pages."""
+    try:
+        return await handler(request)
+    except web.HTTPException as exc:
+        if exc.status < 400:
+            raise
+        if exc.status == 413:
+            message = f"fault proxy: the request body is over its limit of {MAX_BODY_BYTES:,} bytes (64 MiB)"
+        else:
+            message = f"fault proxy: {request.method} {request.path}: {exc.reason}"
+        code = "invalid_request_error" if exc.status < 500 else "server_error"
+        return _error(exc.status, message, code, None)
+    except Exception as exc:  # a bug in the proxy must still answer in OpenAI's shape
+        log.exception("fault proxy: %s %s failed", request.method, request.path)
+        return _error(500, f"fault proxy: internal error: {type(exc).__name__}: {exc}", "server_error", None)
 
 
 async def _sse_events(upstream: aiohttp.ClientResponse) -> Any:

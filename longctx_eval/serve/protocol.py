@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from longctx_eval.serve.engine import Completion, HFEngine, Sampling
+from longctx_eval.serve.prompt_limit import PromptLimit
 
 ROLES = ("system", "developer", "user", "assistant")
 
@@ -41,6 +42,13 @@ def bad(message: str, param: str | None = None, code: str | None = None) -> APIE
     return APIError(400, message, param=param, code=code)
 
 
+def check_prompt_size(limit: PromptLimit, chars: int, param: str) -> None:
+    """A 413 `prompt_too_large` naming the limit when a prompt of `chars` characters is over it (before tokenising)."""
+    message = limit.refusal(chars, param)
+    if message is not None:
+        raise APIError(413, message, param=param, code="prompt_too_large")
+
+
 @dataclass(frozen=True)
 class Job:
     """One checked generation request."""
@@ -53,14 +61,22 @@ class Job:
 
 
 # -- field checks --------------------------------------------------------------------------------------------
+def _shown(value: Any, width: int = 60) -> str:
+    """`value`'s repr for an error message, cut to `width` characters (a client may send a 4,000-digit number)."""
+    text = repr(value)
+    return text if len(text) <= width else f"{text[: width - 3]}... ({len(text):,} characters)"
+
+
 def _number(body: dict[str, Any], name: str, default: float, lo: float, hi: float) -> float:
     value = body.get(name)
     if value is None:
         return default
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise bad(f"'{name}' must be a number, got {value!r}", name)
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise bad(f"'{name}' must be a number, got {_shown(value)}", name)
+    if isinstance(value, float) and not math.isfinite(value):  # an int of any size is compared as it is
+        raise bad(f"'{name}' must be a finite number, got {_shown(value)}", name)
     if not lo <= value <= hi:
-        raise bad(f"'{name}' must be between {lo:g} and {hi:g}, got {value!r}", name)
+        raise bad(f"'{name}' must be between {lo:g} and {hi:g}, got {_shown(value)}", name)
     return float(value)
 
 
@@ -69,11 +85,11 @@ def _int(body: dict[str, Any], name: str, lo: int, hi: int | None = None) -> int
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, int):
-        raise bad(f"'{name}' must be an integer, got {value!r}", name)
+        raise bad(f"'{name}' must be an integer, got {_shown(value)}", name)
     if value < lo:
-        raise bad(f"'{name}' must be at least {lo}, got {value}", name)
+        raise bad(f"'{name}' must be at least {lo}, got {_shown(value)}", name)
     if hi is not None and value > hi:
-        raise bad(f"'{name}' must be at most {hi}, got {value}", name)
+        raise bad(f"'{name}' must be at most {hi}, got {_shown(value)}", name)
     return value
 
 
@@ -82,7 +98,7 @@ def _bool(body: dict[str, Any], name: str, default: bool) -> bool:
     if value is None:
         return default
     if not isinstance(value, bool):
-        raise bad(f"'{name}' must be true or false, got {value!r}", name)
+        raise bad(f"'{name}' must be true or false, got {_shown(value)}", name)
     return value
 
 
@@ -94,7 +110,7 @@ def _stop(body: dict[str, Any]) -> tuple[str, ...]:
         return (value,)
     if isinstance(value, list) and all(isinstance(s, str) for s in value):
         return tuple(value)
-    raise bad(f"'stop' must be a string or a list of strings, got {value!r}", "stop")
+    raise bad(f"'stop' must be a string or a list of strings, got {_shown(value)}", "stop")
 
 
 def _refuse_unsupported(body: dict[str, Any]) -> None:
@@ -194,23 +210,30 @@ def messages_of(body: dict[str, Any]) -> list[dict[str, str]]:
         if isinstance(content, list):
             if not all(isinstance(p, dict) and p.get("type") == "text" for p in content):
                 raise bad(f"messages[{i}].content: only text parts are supported", f"messages[{i}].content")
-            content = "".join(str(p.get("text", "")) for p in content)
+            if not all(isinstance(p.get("text", ""), str) for p in content):
+                raise bad(f"messages[{i}].content: a text part's 'text' must be a string", f"messages[{i}].content")
+            content = "".join(p.get("text", "") for p in content)
         if not isinstance(content, str):
             raise bad(f"messages[{i}].content must be a string or a list of text parts", f"messages[{i}].content")
         out.append({"role": m["role"], "content": content})
     return out
 
 
-def chat_prompt_ids(body: dict[str, Any], engine: HFEngine) -> list[int]:
+def chat_prompt_ids(body: dict[str, Any], engine: HFEngine, limit: PromptLimit) -> list[int]:
     """Token ids of a chat request's messages (vLLM's add_generation_prompt / continue_final_message honoured)."""
+    from jinja2.exceptions import TemplateError
+
     messages = messages_of(body)
     cont = _bool(body, "continue_final_message", False)
     if cont and messages[-1]["role"] != "assistant":
         raise bad("'continue_final_message' needs the last message to be the assistant's", "continue_final_message")
+    check_prompt_size(limit, sum(len(m["content"]) for m in messages), "messages")
     try:
         return engine.chat_ids(messages, _bool(body, "add_generation_prompt", True), cont)
     except ValueError as exc:
         raise bad(str(exc), "messages") from None
+    except TemplateError as exc:  # the model's chat template refusing the conversation (e.g. roles out of order)
+        raise bad(f"the model's chat template refused 'messages': {exc}", "messages") from None
 
 
 def token_ids(value: Any, engine: HFEngine, param: str) -> list[int]:
@@ -224,24 +247,29 @@ def token_ids(value: Any, engine: HFEngine, param: str) -> list[int]:
     return list(value)
 
 
-def completion_prompt_ids(body: dict[str, Any], engine: HFEngine) -> list[int]:
+def completion_prompt_ids(body: dict[str, Any], engine: HFEngine, limit: PromptLimit) -> list[int]:
     """Token ids of a completions request's prompt: a string, or the token ids themselves."""
     prompt = body.get("prompt")
     if isinstance(prompt, list) and len(prompt) == 1 and isinstance(prompt[0], str | list):
         prompt = prompt[0]  # a batch of one
     if isinstance(prompt, str):
+        check_prompt_size(limit, len(prompt), "prompt")
         return engine.text_ids(prompt, _bool(body, "add_special_tokens", True))
     if isinstance(prompt, list) and prompt and all(isinstance(t, int) and not isinstance(t, bool) for t in prompt):
         return token_ids(prompt, engine, "prompt")
     raise bad("'prompt' must be a string or a list of token ids (one prompt per request)", "prompt")
 
 
-def parse_generation(body: dict[str, Any], engine: HFEngine, kind: Literal["chat", "completion"]) -> Job:
-    """Check a /v1/chat/completions or /v1/completions body into a Job (APIError when it is refused)."""
+def parse_generation(
+    body: dict[str, Any], engine: HFEngine, kind: Literal["chat", "completion"], limit: PromptLimit
+) -> Job:
+    """Check a /v1/chat/completions or /v1/completions body into a Job (APIError when it is refused).
+
+    Tokenises the prompt: call it off the event loop (app.py does)."""
     check_model(body, engine)
     _refuse_unsupported(body)
     stream, include_usage = _stream_flags(body)
-    ids = chat_prompt_ids(body, engine) if kind == "chat" else completion_prompt_ids(body, engine)
+    ids = chat_prompt_ids(body, engine, limit) if kind == "chat" else completion_prompt_ids(body, engine, limit)
     param = "messages" if kind == "chat" else "prompt"
     if not ids:  # nothing to continue from: the model cannot start a reply without a single token
         raise bad(f"'{param}' has no tokens; send at least one token to continue from", param)
@@ -249,14 +277,15 @@ def parse_generation(body: dict[str, Any], engine: HFEngine, kind: Literal["chat
     return Job(kind, ids, sampling, stream, include_usage)
 
 
-def tokenize_ids(body: dict[str, Any], engine: HFEngine) -> list[int]:
+def tokenize_ids(body: dict[str, Any], engine: HFEngine, limit: PromptLimit) -> list[int]:
     """Token ids for /tokenize: {"prompt"} (special tokens added unless add_special_tokens=false) or {"messages"}."""
     check_model(body, engine, required=False)
     if "messages" in body:
-        return chat_prompt_ids(body, engine)
+        return chat_prompt_ids(body, engine, limit)
     prompt = body.get("prompt")
     if not isinstance(prompt, str):
         raise bad('/tokenize takes {"prompt": str} or {"messages": [...]}', "prompt")
+    check_prompt_size(limit, len(prompt), "prompt")
     return engine.text_ids(prompt, _bool(body, "add_special_tokens", True))
 
 

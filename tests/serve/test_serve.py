@@ -197,6 +197,12 @@ ONE = [{"role": "user", "content": "x"}]
             "stream",
         ),
         ("completions", {"model": SERVE_MODEL, "prompt": [10**9]}, 400, "vocabulary"),
+        (
+            "chat/completions",
+            {"model": SERVE_MODEL, "messages": [{"role": "user", "content": [{"type": "text", "text": {"a": 1}}]}]},
+            400,
+            "'text' must be a string",
+        ),
     ],
 )
 def test_bad_requests_get_openai_error_bodies(serve_hf, path, body, status, needle):
