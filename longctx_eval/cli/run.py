@@ -20,6 +20,7 @@ from longctx_eval.run.config import RunConfig, TaskPlan, check_limit, parse_leng
 from longctx_eval.run.cost import Budget, PriceTable, load_prices
 from longctx_eval.run.dry_run import DEFAULT_OUTPUT_TPS, DEFAULT_PROMPT_TPS
 from longctx_eval.run_folder.naming import run_dir_for
+from longctx_eval.run_folder.shard import Shard
 from longctx_eval.task import TaskInfo
 
 Plans = list[tuple[ModelSpec, list[TaskPlan]]]
@@ -59,6 +60,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         metavar="NAME[,NAME]",
         help="with --suite: only these parts of it, each a model name, a task or MODEL:TASK (suite_parts.py)",
     )
+    run.add_argument(
+        "--shard",
+        type=Shard.parse,
+        default=None,
+        metavar="I/N",
+        help="run shard I of N of every task's samples (whole haystacks and documents together) into "
+        "OUT/<model>.shard-I-of-N; `longctx-eval merge` joins the N folders into one run, exactly",
+    )
     add_include_path(run)
     add_effective_flags(run)
     add_cost_flags(run)
@@ -72,7 +81,8 @@ def add_cost_flags(run: argparse.ArgumentParser) -> None:
         "--dry-run",
         action="store_true",
         help="build and measure every request as the run would, send nothing, and print per model and task the "
-        "requests, prompt and output tokens, estimated cost and time",
+        "requests, prompt and output tokens, estimated cost and time, and per local model and length the estimated "
+        "memory of its weights and KV cache and whether it fits the GPUs torch sees (else this machine's RAM)",
     )
     run.add_argument(
         "--max-cost",
@@ -99,9 +109,10 @@ def add_cost_flags(run: argparse.ArgumentParser) -> None:
     )
     run.add_argument(
         "--assume-throughput",
-        default=f"{DEFAULT_PROMPT_TPS:g},{DEFAULT_OUTPUT_TPS:g}",
+        default=None,
         metavar="PROMPT_TPS,OUTPUT_TPS",
-        help="--dry-run time estimate: prompt and output tokens/s (default %(default)s)",
+        help="--dry-run time estimate: prompt and output tokens/s (default: the rates the model's run folder "
+        f"measured in an earlier run, else {DEFAULT_PROMPT_TPS:g},{DEFAULT_OUTPUT_TPS:g})",
     )
     run.add_argument(
         "--throughput-from",
@@ -173,7 +184,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     budget = Budget(args.max_cost, table) if args.max_cost is not None else None
     composite = composite_config(args)  # checked for a dry run too: it refuses what the run would refuse
     if args.dry_run:  # nothing is written: not even the output folder
-        config = RunConfig(seed=args.seed, out=Path(args.out), include_paths=include, effective=effective)
+        config = RunConfig(
+            seed=args.seed, out=Path(args.out), include_paths=include, effective=effective, shard=args.shard
+        )
         plans = plans_of(args, discover(include))
         table = _with_estimates(table, plans, args)
         budget = Budget(args.max_cost, table) if args.max_cost is not None else None
@@ -191,12 +204,13 @@ def cmd_run(args: argparse.Namespace) -> int:
         effective=effective,
         budget=budget,
         composite=composite,
+        shard=args.shard,
     )
     if budget is not None:
         budget.check_specs(spec for spec, _ in plans)
     if args.no_resume:
         for spec, _ in plans:
-            old = run_dir_for(config.out, spec) / "predictions.jsonl"
+            old = run_dir_for(config.out, spec, config.shard) / "predictions.jsonl"
             if old.exists():  # kept aside, never deleted: a result already computed is not lost
                 old.rename(old.with_name(f"predictions.{int(time.time())}.jsonl.bak"))
     t0 = time.perf_counter()
@@ -253,12 +267,9 @@ def _with_estimates(table: PriceTable, plans: Plans, args: argparse.Namespace) -
 
 def _dry_run(plans: Plans, config: RunConfig, table: PriceTable, args: argparse.Namespace) -> int:
     """Print what the run would send, cost and take; nothing is sent or written."""
-    from longctx_eval.run.dry_run import dry_run, measured_throughput, parse_assumed, render
+    from longctx_eval.run.dry_run import choose_throughput, dry_run, render
 
-    if args.throughput_from is not None:
-        throughput = measured_throughput(args.throughput_from)
-    else:
-        throughput = parse_assumed(args.assume_throughput)
-    rows = dry_run(plans, config, table, throughput, resume=not args.no_resume)
-    print(render(rows, table, throughput, [spec for spec, _ in plans], args.max_cost))
+    throughput = choose_throughput(config, args.assume_throughput, args.throughput_from)
+    result = dry_run(plans, config, table, throughput, resume=not args.no_resume)
+    print(render(result, table, [spec for spec, _ in plans], args.max_cost))
     return 0
