@@ -194,7 +194,7 @@ def check_plan_size(plan: TaskPlan, seed: int) -> None:
         try:
             dataset = info.build(args, lengths=lengths, seed=seed, tokenizer=None).dataset
         except LongctxError:
-            return
+            continue
         if not isinstance(dataset, PlannedDataset):
             continue
         what = f"{info.name} samples at {_lengths_text(lengths)}"
@@ -203,7 +203,7 @@ def check_plan_size(plan: TaskPlan, seed: int) -> None:
         except GridTooLarge:
             raise
         except LongctxError:  # bad arguments, a task bug: reported in the task's place, as without this check
-            return
+            continue
         _check_built(info, len(chosen), what, limited=plan.limit is not None)
 
 
