@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from typing import Any
 
 from rich.console import Console
+from rich.errors import MarkupError
 from rich.markup import escape
 from rich.progress import (
     BarColumn,
@@ -29,13 +30,32 @@ from longctx_eval.secret_mask import mask_secrets
 
 
 class MaskingConsole(Console):
-    """A rich Console whose text arguments have secrets masked (`secret_mask`) before they are printed."""
+    """A rich Console whose text arguments have secrets masked (`secret_mask`) before they are printed.
+
+    Text is rich markup: a value in it (a name, path or reason from a run file, spec or argument) goes through
+    `console_text`. A line whose markup still does not parse (a value someone left unescaped) is printed as
+    plain text, tags and all, rather than stopping the command with a MarkupError.
+    """
 
     def print(self, *objects: Any, **kwargs: Any) -> None:
-        super().print(*(mask_secrets(o) if isinstance(o, str) else o for o in objects), **kwargs)
+        masked = [mask_secrets(o) if isinstance(o, str) else o for o in objects]
+        try:
+            super().print(*masked, **kwargs)
+        except MarkupError:
+            super().print(*masked, **{**kwargs, "markup": False})
 
 
-console = MaskingConsole(stderr=True, soft_wrap=True)
+console = MaskingConsole(stderr=True, soft_wrap=True, emoji=False)
+"""Every line of the suite goes here (stderr). No `:name:` emoji codes: a value's text prints as it is."""
+
+
+def console_text(value: object) -> str:
+    """`value` (a name, path, reason or argument from a run file or spec) as console markup that prints exactly
+    its text: `[bold]`, `[/]` and any other tag in it shown, never applied, never a MarkupError. Put it before a
+    space, punctuation or the line's end, not right before a tag."""
+    # rich's escape doubles a trailing backslash, right only when a tag follows at once; the space added and cut
+    # off keeps a trailing backslash one backslash, as it prints before anything but a tag.
+    return escape(f"{value} ")[:-1]
 
 
 PRINT_EVERY_S = 30.0
@@ -68,7 +88,7 @@ class RunProgress(Progress):
         super().advance(task_id, advance)
         self._report(task_id)
 
-    def subtask(self, description: str, total: int) -> TaskID:
+    def subtask(self, description: str, total: int | None) -> TaskID:
         """A row under the tasks for one long step (removed with `remove_task`; never reported as a task)."""
         task_id = self.add_task(description, total=total)
         self._subtasks.add(task_id)
@@ -104,12 +124,15 @@ def progress_bar() -> RunProgress:
 
 
 @contextmanager
-def work_progress(description: str, total: int, unit: str = "chunks") -> Iterator[Callable[[int, int], None]]:
+def work_progress(
+    description: str, total: int | None, unit: str = "chunks", quiet_if_short: bool = False
+) -> Iterator[Callable[[int, int], None]]:
     """Progress of one long step inside a task; yields `advance(n_units, n_tokens)`.
 
     On a terminal with the run's bar open: a row under it (units done/total, tokens/s), removed at the end.
     Otherwise a line every `PRINT_EVERY_S` seconds and one at the end, e.g.
-    `embedding 4096 chunks: 1024/4096 chunks, 5,210 tokens/s, 25 s`.
+    `embedding 4096 chunks: 1024/4096 chunks, 5,210 tokens/s, 25 s` (no rate when no tokens are counted, no
+    total when it is None; `quiet_if_short`: no end line for a step that never printed one).
     """
     t0 = last = time.perf_counter()
     done = tokens = 0
@@ -118,20 +141,24 @@ def work_progress(description: str, total: int, unit: str = "chunks") -> Iterato
     row = bar.subtask(escape(description), total) if live and bar is not None else None
     out = bar.console if bar is not None else console
 
+    printed = False
+
     def line() -> str:
         seconds = time.perf_counter() - t0
-        return f"{description}: {done}/{total} {unit}, {tokens / max(seconds, 1e-9):,.0f} tokens/s, {seconds:.0f} s"
+        count = f"{done:,}" if total is None else f"{done:,}/{total:,}"
+        rate = f", {tokens / max(seconds, 1e-9):,.0f} tokens/s" if tokens else ""
+        return f"{description}: {count} {unit}{rate}, {seconds:.0f} s"
 
     def advance(n_units: int, n_tokens: int = 0) -> None:
-        nonlocal done, tokens, last
+        nonlocal done, tokens, last, printed
         done += n_units
         tokens += n_tokens
         now = time.perf_counter()
         if row is not None and bar is not None:
-            rate = tokens / max(now - t0, 1e-9)
-            bar.update(row, completed=done, description=escape(f"{description}, {rate:,.0f} tokens/s"))
+            rate = f", {tokens / max(now - t0, 1e-9):,.0f} tokens/s" if tokens else ""
+            bar.update(row, completed=done, description=escape(f"{description}{rate}"))
         elif now - last >= PRINT_EVERY_S:
-            last = now
+            last, printed = now, True
             out.print(line(), highlight=False, markup=False)
 
     try:
@@ -140,12 +167,12 @@ def work_progress(description: str, total: int, unit: str = "chunks") -> Iterato
         if row is not None and bar is not None:
             bar.remove_task(row)
             bar._subtasks.discard(row)
-        else:
+        elif printed or not quiet_if_short:
             out.print(line(), highlight=False, markup=False)
 
 
 @contextmanager
 def status(message: str) -> Iterator[None]:
-    """A spinner with a message for a single long step."""
-    with console.status(mask_secrets(message)):
+    """A spinner with a message (plain text, shown as it is) for a single long step."""
+    with console.status(escape(mask_secrets(message))):
         yield

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from longctx_eval.progress import console
+from longctx_eval.progress import console, console_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -47,7 +47,8 @@ def _min_n(text: str) -> int:
 
 
 def cmd_leaderboard(args: argparse.Namespace) -> int:
-    """Merge and render; exit 2 when an input run file is corrupt or invalid (it is skipped, the rest merged)."""
+    """Merge and render; exit 2 when an input run file is corrupt, invalid or names what the board cannot name a
+    file after (it is skipped, the rest merged)."""
     from longctx_eval.leaderboard.build import update_leaderboard
 
     report = update_leaderboard(list(args.inputs), args.out, site=args.site, min_n=args.min_n)
@@ -55,17 +56,21 @@ def cmd_leaderboard(args: argparse.Namespace) -> int:
         from longctx_eval.leaderboard.per_sample import publish
 
         written = publish(list(args.inputs), args.out)
-        console.print(f"per-sample scores: {len(written)} file(s) under {args.out / 'per-sample'}", highlight=False)
+        where = console_text(args.out / "per-sample")
+        console.print(f"per-sample scores: {len(written)} file(s) under {where}", highlight=False)
+    # Paths, names and reasons come from run files and folders: console_text shows any markup in them as text.
     for path, reason in report.skipped:
-        console.print(f"[red]skipped[/red] {path}: {reason}", highlight=False, soft_wrap=True)
+        console.print(f"[red]skipped[/red] {console_text(f'{path}: {reason}')}", highlight=False, soft_wrap=True)
     for path, reason in report.unfinished:
-        console.print(f"[yellow]not read[/yellow] {path}: {reason}", highlight=False, soft_wrap=True)
+        console.print(f"[yellow]not read[/yellow] {console_text(f'{path}: {reason}')}", highlight=False, soft_wrap=True)
     for note in report.notes:
         where = f"{note.model} {note.task}" if note.task else note.model
-        console.print(f"[yellow]note[/yellow] {where} ({note.run}): {note.reason}", highlight=False, soft_wrap=True)
+        text = console_text(f"{where} ({note.run}): {note.reason}")
+        console.print(f"[yellow]note[/yellow] {text}", highlight=False, soft_wrap=True)
     for path in report.removed:
-        console.print(f"removed stale {path}", highlight=False)
-    console.print(f"leaderboard: {report.entries} model(s) in {args.out / 'leaderboard.json'}", highlight=False)
+        console.print(f"removed stale {console_text(path)}", highlight=False)
+    board = console_text(args.out / "leaderboard.json")
+    console.print(f"leaderboard: {report.entries} model(s) in {board}", highlight=False)
     if args.site is not None:
-        console.print(f"site: {args.site / 'index.html'}", highlight=False)
+        console.print(f"site: {console_text(args.site / 'index.html')}", highlight=False)
     return report.exit_code

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from longctx_eval.leaderboard.markdown_escape import md_code, md_text
 from longctx_eval.results import ContrastResult, EffectiveLength, SliceValue, TaskResult
 from longctx_eval.scoring.labels import (
     DASH,
@@ -11,7 +12,6 @@ from longctx_eval.scoring.labels import (
     format_difference,
     format_effective,
     length_label,
-    md_escape,
     value_text,
 )
 from longctx_eval.scoring.slicing import ValueKey, value_key
@@ -78,8 +78,8 @@ def effective_note(board: Board, metric: str, kinds: Sequence[str], min_n: int =
         thr = rules[0].lstrip(">=") if len(rules) == 1 else "the threshold in the cell"
         ruler = " (RULER's 85.6%)" if thr == "0.856" else " (RULER uses 0.856)"
         parts.append(
-            f"**eff. length**: the longest length up to which `{metric}` stays at or above {thr}{ruler} at every "
-            "evaluated length"
+            f"**eff. length**: the longest length up to which {md_code(metric)} stays at or above {thr}{ruler} at "
+            "every evaluated length"
         )
     if "relative" in kinds:
         rules = sorted(_rules(board, metric, "relative"))
@@ -117,17 +117,17 @@ def slice_sections(board: Board, metric: str, min_n: int = DEFAULT_MIN_N) -> lis
         if not shown:
             continue
         order = sorted(shown)
-        head = ["model", *(md_escape(value_text(shown[v])) for v in order)]
+        head = ["model", *(md_text(value_text(shown[v])) for v in order)]
         lines += [
             "",
-            f"By `{md_escape(key)}` (`{md_escape(metric)}`, all lengths pooled):",
+            f"By {md_code(key)} ({md_code(metric)}, all lengths pooled):",
             "",
             "| " + " | ".join(head) + " |",
             "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|",
         ]
         for name, _ in board:
             row_cells = [cells.get((name, v), DASH) for v in order]
-            lines.append("| " + " | ".join([f"**{md_escape(name)}**", *row_cells]) + " |")
+            lines.append("| " + " | ".join([f"**{md_text(name)}**", *row_cells]) + " |")
     return lines
 
 
@@ -148,11 +148,13 @@ def contrast_section(board: Board, min_n: int = DEFAULT_MIN_N) -> list[str]:
     names = list(dict.fromkeys(c.name for _, c in found))
     lengths = sorted({c.length for _, c in found if c.length is not None})
     defined = {
-        c.name: f"`{c.metric}` at {c.key}={value_text(c.a)} minus at {c.key}={value_text(c.b)}" for _, c in found
+        c.name: f"{md_code(c.metric)} at {md_text(c.key)}={md_text(value_text(c.a))} minus at "
+        f"{md_text(c.key)}={md_text(value_text(c.b))}"
+        for _, c in found
     }
     lines = [
         "",
-        "Contrasts (" + "; ".join(f"`{md_escape(n)}`: {md_escape(defined[n])}" for n in names) + "; 95% interval "
+        "Contrasts (" + "; ".join(f"{md_code(n)}: {defined[n]}" for n in names) + "; 95% interval "
         f"from resampling each side on its own; low n (a vs b): a side has fewer than {min_n} samples, no "
         "difference shown):",
         "",
@@ -174,5 +176,5 @@ def contrast_section(board: Board, min_n: int = DEFAULT_MIN_N) -> list[str]:
                 else f"{format_difference(pooled)} ({pooled.value_a:.2f} n={pooled.n_a} vs {pooled.value_b:.2f} "
                 f"n={pooled.n_b})"
             )
-            lines.append("| " + " | ".join([f"**{md_escape(model)}**", md_escape(cname), *cells]) + " |")
+            lines.append("| " + " | ".join([f"**{md_text(model)}**", md_text(cname), *cells]) + " |")
     return lines

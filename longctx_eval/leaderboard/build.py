@@ -20,6 +20,7 @@ from longctx_eval.leaderboard.line_plots import write_line_plots
 from longctx_eval.leaderboard.markdown import DEFAULT_MIN_N, render_markdown
 from longctx_eval.leaderboard.merge import MergeNote, check_times, merge_board, parse_time
 from longctx_eval.leaderboard.merge import merge_runs as merge_runs  # re-exported
+from longctx_eval.leaderboard.usable_names import name_problem
 from longctx_eval.results import RunResult, json_schema, non_finite_path, one_line, read_run
 
 LEADERBOARD_FILE = "leaderboard.json"
@@ -42,7 +43,8 @@ class Leaderboard(BaseModel):
 class LeaderboardReport:
     """What an update did: merged entry count, runs read, skipped (invalid) inputs, files written and removed.
 
-    `skipped` non-empty means some run file was corrupt or schema-invalid: the CLI exits 2 after rendering.
+    `skipped` non-empty means some run file was corrupt, schema-invalid or named what the board cannot name its
+    files after (`usable_names`): the CLI exits 2 after rendering.
     """
 
     entries: int
@@ -285,6 +287,7 @@ def _samples_of(entries: Sequence[RunResult], runs: Sequence[tuple[Path, RunResu
 
 
 def _read_valid(paths: Iterable[Path], report: LeaderboardReport) -> list[tuple[Path, RunResult]]:
+    """The run files that read, validate and have names the board can use; the others go to `report.skipped`."""
     runs = []
     for path in paths:
         try:
@@ -292,6 +295,10 @@ def _read_valid(paths: Iterable[Path], report: LeaderboardReport) -> list[tuple[
             check_times(run)
         except RunFileError as exc:
             report.skipped.append((path, _reason(path, exc)))
+            continue
+        problem = name_problem(run)
+        if problem is not None:
+            report.skipped.append((path, problem))
             continue
         runs.append((path, run))
     return runs

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from longctx_eval.leaderboard.markdown_escape import md_code, md_text
 from longctx_eval.results import MetricResult, TaskResult
-from longctx_eval.scoring.labels import DASH, length_label, md_escape
+from longctx_eval.scoring.labels import DASH, length_label
 
 Board = Sequence[tuple[str, TaskResult]]
 """A task's rows, best first: (model name, its result)."""
@@ -77,12 +78,12 @@ def detail_section(board: Board) -> list[str]:
     shown = [(m, t) for m, t in columns if any(r.metric == m for _, res in board for r in res.results)]
     ratio = any(r.metric == RATIO for _, res in board for r in res.results)
     head = ["model", "L", *(["L/L_train"] if ratio else []), *(t for _, t in shown)]
-    lines = ["", DETAIL_NOTES.get(task, f"`{task}` per model and length:"), ""]
+    lines = ["", DETAIL_NOTES.get(task, f"{md_code(task)} per model and length:"), ""]
     lines += ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
     for name, result in board:
         lengths = sorted({r.length for r in result.results if r.length is not None and r.depth is None})
         for n in lengths:
-            cells = [f"**{md_escape(name)}**", length_label(n)]
+            cells = [f"**{md_text(name)}**", length_label(n)]
             if ratio:
                 row = _pooled(result, RATIO, n)
                 cells.append(f"{row.value:g}" if row is not None else DASH)

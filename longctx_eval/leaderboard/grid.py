@@ -9,6 +9,7 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 from longctx_eval.leaderboard.breakdowns import DEFAULT_MIN_N
+from longctx_eval.leaderboard.markdown_escape import md_code
 from longctx_eval.results import (
     Coverage,
     MetricResult,
@@ -303,7 +304,8 @@ def ranked(task: str, entries: Sequence[RunResult], metric: str, min_n: int = DE
 
 
 def ranking_rule(task: str, entries: Sequence[RunResult], metric: str, min_n: int = DEFAULT_MIN_N) -> str:
-    """One sentence saying how the task's table is ranked (and that unranked models are listed under it)."""
+    """One sentence (Markdown, the metric escaped) saying how the task's table is ranked (and that unranked models
+    are listed under it)."""
     rank = ranking(task, entries, metric, min_n)
     if len(rank.order) < 2 and not rank.unranked:
         return ""
@@ -316,10 +318,10 @@ def ranking_rule(task: str, entries: Sequence[RunResult], metric: str, min_n: in
         )
     rest = " Models not ranked are listed under the table." if rank.unranked else ""
     if rank.pooled:
-        return f"Ranked by the pooled `{metric}` (**all**, cells with n >= {min_n}), best first.{rest}"
+        return f"Ranked by the pooled {md_code(metric)} (**all**, cells with n >= {min_n}), best first.{rest}"
     where = lengths_text(rank.lengths)
     return (
-        f"Ranked by the mean `{metric}` over {where} (the lengths every ranked model has with n >= {min_n}), "
+        f"Ranked by the mean {md_code(metric)} over {where} (the lengths every ranked model has with n >= {min_n}), "
         f"best first.{rest}"
     )
 

@@ -7,6 +7,7 @@ import math
 import re
 import textwrap
 from collections.abc import Iterable, Sequence
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ import numpy as np
 
 # Figures are built with the object API on an Agg canvas, never through pyplot: no global figure
 # registry to leak, no GUI backend to pick, safe to call from any thread.
-from matplotlib import colormaps
+from matplotlib import colormaps, rc_context
 from matplotlib.axes import Axes
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
@@ -51,14 +52,21 @@ CHARS_PER_INCH = 11.0
 """Title characters that fit one inch of figure width at 10 pt (wrapped, never clipped)."""
 
 
+def literal_text() -> AbstractContextManager[None]:
+    """Figures built and saved inside draw every text as it is: no `$...$` read as math, so a name from a run
+    file can neither change its look nor stop the board with a mathtext parse error."""
+    return rc_context({"text.parse_math": False})
+
+
 def wrapped(text: str, width_in: float, fontsize: float = 10.0) -> str:
     """`text` wrapped to fit `width_in` inches at `fontsize` points, so a title is never clipped."""
     return textwrap.fill(text, max(20, int(width_in * CHARS_PER_INCH * 10.0 / fontsize)))
 
 
 def plot_filename(task: str) -> str:
-    """File name of a task's heatmap: the task name made filesystem-safe, plus '.png'."""
-    return re.sub(r"[^A-Za-z0-9._-]+", "-", task).strip("-.") + ".png"
+    """File name of a task's heatmap: the task name made filesystem-safe ('unnamed' when nothing is left, never a
+    hidden '.png'), plus '.png'."""
+    return (re.sub(r"[^A-Za-z0-9._-]+", "-", task).strip("-.") or "unnamed") + ".png"
 
 
 def task_figure(task: str, entries: Sequence[RunResult], min_n: int = DEFAULT_MIN_N) -> Figure | None:
@@ -88,12 +96,13 @@ def write_png(fig: Figure, path: Path) -> None:
 def write_task_plots(entries: Sequence[RunResult], plots_dir: Path, min_n: int = DEFAULT_MIN_N) -> dict[str, Path]:
     """Write one heatmap per task under `plots_dir`; returns task name -> PNG path."""
     written: dict[str, Path] = {}
-    for task in task_names(entries):
-        fig = task_figure(task, entries, min_n)
-        if fig is not None:
-            path = plots_dir / plot_filename(task)
-            write_png(fig, path)
-            written[task] = path
+    with literal_text():
+        for task in task_names(entries):
+            fig = task_figure(task, entries, min_n)
+            if fig is not None:
+                path = plots_dir / plot_filename(task)
+                write_png(fig, path)
+                written[task] = path
     return written
 
 

@@ -9,8 +9,9 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from longctx_eval.leaderboard.markdown_escape import md_text
 from longctx_eval.results import TaskResult
-from longctx_eval.scoring.labels import length_label, md_escape
+from longctx_eval.scoring.labels import length_label
 
 Board = Sequence[tuple[str, TaskResult]]
 """A task's rows, best first: (model name, its result)."""
@@ -49,7 +50,7 @@ def length_args_section(board: Board) -> list[str]:
     if not groups:
         return []
     parts = [
-        ", ".join(f"**{md_escape(n)}**" for n in names) + f": {md_escape(base or 'task defaults')}; {md_escape(text)}"
+        ", ".join(f"**{md_text(n)}**" for n in names) + f": {md_text(base or 'task defaults')}; {md_text(text)}"
         for (text, base), names in groups.items()
     ]
     return ["", "Arguments by length (the suite's `args_at` over the task's `args`): " + " · ".join(parts) + "."]

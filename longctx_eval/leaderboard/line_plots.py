@@ -17,7 +17,7 @@ from matplotlib import colormaps
 from matplotlib.figure import Figure
 
 from longctx_eval.leaderboard.grid import pooled_lengths_of, primary_metric, ranked, task_names, task_of
-from longctx_eval.leaderboard.heatmaps import plot_filename, wrapped, write_png
+from longctx_eval.leaderboard.heatmaps import literal_text, plot_filename, wrapped, write_png
 from longctx_eval.leaderboard.markdown import DEFAULT_MIN_N
 from longctx_eval.results import CurvePoint, CurveResult, MetricResult, ModelMeta, RunResult, SliceValue, TaskResult
 from longctx_eval.scoring.labels import length_label, value_text
@@ -278,15 +278,16 @@ def write_line_plots(
 ) -> dict[str, list[Path]]:
     """Write every task's curve and slice plots under `plots_dir`; returns task -> PNG paths."""
     written: dict[str, list[Path]] = {}
-    for task in task_names(entries):
-        metric, board = _board(task, entries, min_n)
-        if metric is None:
-            continue
-        figures = [(name, curve_figure(task, name, entries, min_n)) for name in curve_names(board)]
-        figures += [(f"by-{key}", slice_figure(task, key, entries, min_n)) for key in slice_keys(board, metric)]
-        for what, fig in figures:
-            if fig is not None:
-                path = plots_dir / extra_plot_name(task, what)
-                write_png(fig, path)
-                written.setdefault(task, []).append(path)
+    with literal_text():
+        for task in task_names(entries):
+            metric, board = _board(task, entries, min_n)
+            if metric is None:
+                continue
+            figures = [(name, curve_figure(task, name, entries, min_n)) for name in curve_names(board)]
+            figures += [(f"by-{key}", slice_figure(task, key, entries, min_n)) for key in slice_keys(board, metric)]
+            for what, fig in figures:
+                if fig is not None:
+                    path = plots_dir / extra_plot_name(task, what)
+                    write_png(fig, path)
+                    written.setdefault(task, []).append(path)
     return written

@@ -31,6 +31,7 @@ from longctx_eval.leaderboard.grid import (
     task_of,
 )
 from longctx_eval.leaderboard.length_args import length_args_section
+from longctx_eval.leaderboard.markdown_escape import md_code, md_text
 from longctx_eval.leaderboard.noise import FLOOR_LEGEND, floor_cells, resolution_cells, unit_metric
 from longctx_eval.leaderboard.serving import serving_sections
 from longctx_eval.leaderboard.significance import Samples, leader_lines
@@ -42,7 +43,6 @@ from longctx_eval.results import (
     task_failed,
 )
 from longctx_eval.scoring.labels import DASH, format_cell, length_label
-from longctx_eval.scoring.labels import md_escape as _escape
 
 if TYPE_CHECKING:
     from longctx_eval.leaderboard.merge import MergeNote
@@ -160,11 +160,11 @@ def render_markdown(
     if rest:
         lines += ["", "## Not shown", "", "| model | task | run | why |", "|---|---|---|---|"]
         lines += [
-            f"| {_escape(n.model)} | {_escape(n.task or DASH)} | {_escape(n.run)} | {_escape(n.reason)} |" for n in rest
+            f"| {md_text(n.model)} | {md_text(n.task or DASH)} | {md_text(n.run)} | {md_text(n.reason)} |" for n in rest
         ]
     if unread:
         lines += ["", "## Not read", "", "| input | why |", "|---|---|"]
-        lines += [f"| {_escape(path)} | {_escape(why)} |" for path, why in unread]
+        lines += [f"| {md_text(path)} | {md_text(why)} |" for path, why in unread]
     lines += ["", *_skipped_section(entries), "", *_models_section(entries, run_links or {})]
     return "\n".join(lines) + "\n"
 
@@ -187,20 +187,20 @@ def _task_section(
 ) -> list[str]:
     metric = primary_metric(task, entries)
     if metric is None:
-        lines = [f"## {_escape(task)}", ""]
+        lines = [f"## {md_text(task)}", ""]
         failed = [(e.model.name, t) for e in entries if (t := task_of(e, task)) is not None and task_failed(t)]
         if failed:
             lines += ["Every request failed; nothing was scored.", "", "| model | state |", "|---|---|"]
-            lines += [f"| **{_escape(m)}** | {_escape(failed_cell(t))} |" for m, t in sorted(failed)]
+            lines += [f"| **{md_text(m)}** | {md_text(failed_cell(t))} |" for m, t in sorted(failed)]
             lines += _failure_lines(failed)
         else:
             lines.append("No results reported.")
         return lines + _warnings(task, entries) + _note_lines(notes)
     view = board_view(task, entries, metric, min_n)
     lines = [
-        f"## {_escape(task)}{view.version_text}",
+        f"## {md_text(task)}" + (f" {md_text(view.version_text)}" if view.version_text else ""),
         "",
-        f"Primary metric: `{metric}`. {ranking_rule(task, entries, metric, min_n)}".rstrip(),
+        f"Primary metric: {md_code(metric)}. {ranking_rule(task, entries, metric, min_n)}".rstrip(),
         "",
     ]
     separator = "|" + "|".join(["---"] + ["---:"] * (len(view.head) - 1)) + "|"
@@ -211,7 +211,7 @@ def _task_section(
     if view.unranked:
         if view.ranked:
             lines.append("")
-        why = "; ".join(f"**{_escape(r.name)}**: {_escape(r.why)}" for r in view.unranked)
+        why = "; ".join(f"**{md_text(r.name)}**: {r.why}" for r in view.unranked)  # `why`: grid.ranking's own words
         lines += [f"Not ranked (listed, not compared): {why}.", ""]
         lines += ["| " + " | ".join(view.head) + " |", separator]
         lines += ["| " + " | ".join(_md_row(r)) + " |" for r in view.unranked]
@@ -219,7 +219,7 @@ def _task_section(
             lines += ["| " + " | ".join(_md_row(r)) + " |" for r in view.foot]
     board = [(r.name, r.result) for r in [*view.ranked, *view.unranked] if r.result is not None]
     counts = [
-        f"{_escape(name)} {result.over_length} over-length, {result.errors} failed of {result.n_samples}"
+        f"{md_text(name)} {result.over_length} over-length, {result.errors} failed of {result.n_samples}"
         for name, result in board
         if result.over_length or result.errors
     ]
@@ -233,23 +233,28 @@ def _task_section(
     lines += detail_section(board)
     lines += _warnings(task, entries) + _note_lines(notes)
     for path in [plots] if isinstance(plots, str) else plots or []:
-        lines += ["", f"![{_escape(task)} {_plot_kind(path)}]({path})"]
+        lines += ["", f"![{md_text(task)} {_plot_kind(path)}]({path})"]
     return lines
 
 
 @dataclass(frozen=True)
 class BoardCell:
-    """One cell of a task table: its plain text, its sort key (None: kept out of sorting) and its state mark."""
+    """One cell of a task table: its plain text, its sort key (None: kept out of sorting) and its state mark.
+
+    `md`: the cell as Markdown when it is the renderer's own text (numbers, intervals, states); None for a cell
+    holding a value from a run file, which LEADERBOARD.md escapes (`md_text`)."""
 
     text: str
     key: object = None
     mark: str = ""
+    md: str | None = None
 
 
 @dataclass(frozen=True)
 class BoardRow:
     """One row of a task table: a model (or a foot row: noise floor, resolvable difference) and its cells after
-    the name, as plain text (each renderer escapes them)."""
+    the name, as plain text (each renderer escapes the name and the cells holding values); `why` a model is not
+    ranked, in `grid.ranking`'s own words (no value in them)."""
 
     name: str
     cells: list[BoardCell]
@@ -276,7 +281,7 @@ def board_view(task: str, entries: Sequence[RunResult], metric: str, min_n: int 
     """The task's table: per model its cells (value, interval, n, state, low n), ranked ones first, then the
     unranked ones, then the noise-floor and resolvable-difference rows."""
     versions = sorted({t.version for e in entries if (t := task_of(e, task)) is not None})
-    version = f" (v{versions[0]})" if len(versions) == 1 else ""
+    version = f"(v{versions[0]})" if len(versions) == 1 else ""
     cols: list[int | None] = [*lengths(task, entries, metric, with_depth=False), None]
     rank = ranking(task, entries, metric, min_n)
     results = [(e.model.name, t) for e in rank.order if (t := task_of(e, task)) is not None]
@@ -307,11 +312,12 @@ def board_view(task: str, entries: Sequence[RunResult], metric: str, min_n: int 
                 if state.state == "value"
                 else state.state
             )
-            cells.append(BoardCell(text, state.row.value if usable and state.row else None, mark))
+            own_text = None if c is None and task_failed(result) else text  # a failed cell holds failure reasons
+            cells.append(BoardCell(text, state.row.value if usable and state.row else None, mark, own_text))
         for kind, text in zip(kinds, effective_cells(result, results, metric, kinds, min_n), strict=True):
             e = effective_of(result, metric, kind)
             shown = e is not None and not text.startswith("low n")
-            cells.append(BoardCell(text, e.value if shown and e is not None else None))
+            cells.append(BoardCell(text, e.value if shown and e is not None else None, md=text))
         return BoardRow(name, cells, result, why)
 
     ranked_rows = [row(e.model.name, t) for e in rank.ranked if (t := task_of(e, task)) is not None]
@@ -321,27 +327,27 @@ def board_view(task: str, entries: Sequence[RunResult], metric: str, min_n: int 
     foot = []
     floors = floor_cells(board, metric, cols)
     if floors is not None:
-        cells = [*lead, *(BoardCell(f) for f in floors)]
+        cells = [*lead, *(BoardCell(f, md=f) for f in floors)]
         foot.append(BoardRow("noise floor", cells + [BoardCell("")] * len(kinds), foot=True))
     if unit_metric(board, metric):
         ns = [
             [c.row.n for t in board if (c := cell(t, metric, n, None, min_n)).state == "value" and c.row is not None]
             for n in cols
         ]
-        cells = [*lead, *(BoardCell(t) for t in resolution_cells(ns))]
+        cells = [*lead, *(BoardCell(t, md=t) for t in resolution_cells(ns))]
         foot.append(BoardRow("resolvable difference", cells + [BoardCell("")] * len(kinds), foot=True))
     return BoardView(head, cols, ranked_rows, unranked_rows, foot, kinds, version, rank)
 
 
 def _md_row(row: BoardRow) -> list[str]:
-    first = f"*{_escape(row.name)}*" if row.foot else f"**{_escape(row.name)}**"
-    return [first, *(_escape(c.text) for c in row.cells)]
+    first = f"*{md_text(row.name)}*" if row.foot else f"**{md_text(row.name)}**"
+    return [first, *(md_text(c.text) if c.md is None else c.md for c in row.cells)]
 
 
 def _failure_lines(board: Sequence[tuple[str, TaskResult]]) -> list[str]:
     """'Failed requests: model: reason (count); ...' for the models with failed requests."""
     found = [
-        f"{_escape(name)}: " + "; ".join(f"{_escape(reason)} ({n})" for reason, n in t.failures.items())
+        f"{md_text(name)}: " + "; ".join(f"{md_text(reason)} ({n})" for reason, n in t.failures.items())
         for name, t in board
         if t.failures
     ]
@@ -356,7 +362,7 @@ def _plot_kind(path: str) -> str:
 
 def _warnings(task: str, entries: Sequence[RunResult]) -> list[str]:
     found = [
-        f"{_escape(e.model.name)}: {_escape(w)}"
+        f"{md_text(e.model.name)}: {md_text(w)}"
         for e in sorted(entries, key=lambda e: e.model.name)
         if (t := task_of(e, task)) is not None
         for w in t.warnings
@@ -368,7 +374,7 @@ def _note_lines(notes: Sequence[MergeNote]) -> list[str]:
     if not notes:
         return []
     title = {"not_shown": "Not shown", "replaced": "Replaced", "other_model": "Not shown"}
-    return ["", *(f"- {title[n.kind]}: {_escape(n.model)} {_escape(n.run)}: {_escape(n.reason)}." for n in notes)]
+    return ["", *(f"- {title[n.kind]}: {md_text(n.model)} {md_text(n.run)}: {md_text(n.reason)}." for n in notes)]
 
 
 def _skipped_section(entries: Sequence[RunResult]) -> list[str]:
@@ -376,7 +382,7 @@ def _skipped_section(entries: Sequence[RunResult]) -> list[str]:
     if not rows:
         return ["## Skipped", "", "No task was skipped."]
     lines = ["## Skipped", "", "| model | task | kind | reason |", "|---|---|---|---|"]
-    lines += [f"| {_escape(m)} | {_escape(t)} | {_escape(k)} | {_escape(r)} |" for m, t, k, r in rows]
+    lines += [f"| {md_text(m)} | {md_text(t)} | {md_text(k)} | {md_text(r)} |" for m, t, k, r in rows]
     return lines
 
 
@@ -390,18 +396,13 @@ def _models_section(entries: Sequence[RunResult], run_links: Mapping[str, str]) 
     for e in sorted(entries, key=lambda e: e.model.name):
         m = e.model
         suite = e.suite.version + (f" @ {e.suite.git[:12]}" if e.suite.git else "")
-        cells = [
-            f"**{m.name}**",
-            f"`{m.spec}`",
-            m.kind,
-            format_params(m.params),
-            m.dtype or DASH,
-            m.tokenizer,
-            context_window_text(m),
-            suite,
-            e.started,
-        ]
         link = run_links.get(m.name)
-        cells.append(f"[json]({link})" if link else DASH)
-        lines.append("| " + " | ".join(_escape(c) for c in cells) + " |")
+        cells = [
+            f"**{md_text(m.name)}**",
+            md_code(m.spec),
+            *(md_text(v) for v in (m.kind, format_params(m.params), m.dtype or DASH, m.tokenizer)),
+            *(md_text(v) for v in (context_window_text(m), suite, e.started)),
+            f"[json]({link})" if link else DASH,  # a path under runs/ made of file-safe characters (run_copy_name)
+        ]
+        lines.append("| " + " | ".join(cells) + " |")
     return lines

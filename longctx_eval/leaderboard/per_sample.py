@@ -20,6 +20,7 @@ from pathlib import Path
 
 from longctx_eval.atomic_io import atomic_write_bytes
 from longctx_eval.errors import RunFileError
+from longctx_eval.leaderboard.usable_names import name_problem
 from longctx_eval.results import RunResult, read_run, run_text
 from longctx_eval.run_folder.paths import inside
 
@@ -45,11 +46,16 @@ def run_folders(inputs: Sequence[Path]) -> list[Path]:
 def publish(inputs: Sequence[Path], board: Path) -> list[Path]:
     """Copy every input run folder's run file and per-sample files (compressed) under `board/per-sample`; the
     files written. An input that is itself the copy (the board's per-sample folder given as an input) is left as
-    it is."""
+    it is; a run file the board skipped (unreadable, or names it cannot use) is not published either."""
     written: list[Path] = []
     for folder in run_folders(inputs):
         run_json = inside(folder, "run.json")
-        run = read_run(run_json)
+        try:
+            run = read_run(run_json)
+        except RunFileError:  # the board's update lists it as skipped, with why
+            continue
+        if name_problem(run) is not None:
+            continue
         dest = board / PER_SAMPLE_DIR / folder.name
         if dest.resolve() == folder.resolve():
             continue

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from longctx_eval.leaderboard.markdown_escape import md_text
 from longctx_eval.results import LatencyStats, TaskResult
-from longctx_eval.scoring.labels import DASH, md_escape
+from longctx_eval.scoring.labels import DASH
 
 Board = Sequence[tuple[str, TaskResult]]
 """A task's rows in table order: (model name, its result)."""
@@ -100,7 +101,7 @@ COMPOSITE_HEAD = ["model", "composite", "throughput", "latency", "recall", "fide
 def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
     lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
     for row in rows:
-        lines.append("| " + " | ".join([f"**{md_escape(row[0])}**", *(md_escape(c) for c in row[1:])]) + " |")
+        lines.append("| " + " | ".join([f"**{md_text(row[0])}**", *(md_text(c) for c in row[1:])]) + " |")
     return lines
 
 

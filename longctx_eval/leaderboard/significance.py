@@ -11,13 +11,13 @@ then the line says the question is not testable, never guesses.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from longctx_eval.leaderboard.markdown_escape import md_text
 from longctx_eval.results import RunResult
 from longctx_eval.scoring.labels import length_label
-from longctx_eval.scoring.labels import md_escape as _escape
 from longctx_eval.scoring.paired_scores import PairKey, SampleScore, join, paired_differences
 from longctx_eval.scoring.paired_tests import MCNEMAR
 
@@ -40,15 +40,21 @@ class LeaderTest:
     p_value: float = 1.0
     lengths: tuple[int, ...] = ()
     refused: int = 0
+    lacking: tuple[str, ...] = ()
+    """The models without per-sample scores, when that made it untestable."""
 
     @property
     def ahead(self) -> bool:
         """Significantly ahead: higher on the shared samples and p < ALPHA."""
         return not self.untestable and self.difference > 0 and self.p_value < ALPHA
 
-    def sentence(self) -> str:
-        """One plain-text sentence saying what was tested and the verdict."""
-        head = f"Is {self.leader} significantly ahead of the runner-up {self.runner_up}?"
+    def sentence(self, name: Callable[[str], str] = str) -> str:
+        """One sentence saying what was tested and the verdict: plain text, or Markdown with `name=md_text`
+        (applied to the model names, the only values in it)."""
+        head = f"Is {name(self.leader)} significantly ahead of the runner-up {name(self.runner_up)}?"
+        if self.lacking:
+            lacking = " and ".join(name(n) for n in self.lacking)
+            return f"{head} Not testable: no per-sample scores for {lacking} (this board was read from run copies)."
         if self.untestable:
             return f"{head} Not testable: {self.untestable}."
         verdict = "yes" if self.ahead else "no"
@@ -72,8 +78,9 @@ def leader_test(
     a, b = ranked[0].model.name, ranked[1].model.name
     sa, sb = (samples or {}).get(a, {}).get(board), (samples or {}).get(b, {}).get(board)
     if not sa or not sb:
-        lacking = " and ".join(n for n, s in ((a, sa), (b, sb)) if not s)
-        return LeaderTest(a, b, untestable=f"no per-sample scores for {lacking} (this board was read from run copies)")
+        lacking = tuple(n for n, s in ((a, sa), (b, sb)) if not s)
+        why = f"no per-sample scores for {' and '.join(lacking)} (this board was read from run copies)"
+        return LeaderTest(a, b, untestable=why, lacking=lacking)
     joined = join(sa, sb, metric)
     keys = [k for k in joined.pairs if not lengths or sa[k].length in lengths]
     if not keys:
@@ -98,7 +105,7 @@ def leader_lines(
 ) -> list[str]:
     """Markdown lines for LEADERBOARD.md: a blank line and the sentence (nothing with fewer than two models)."""
     found = leader_test(board, ranked, metric, samples, lengths)
-    return [] if found is None else ["", _escape(found.sentence())]
+    return [] if found is None else ["", found.sentence(md_text)]
 
 
 def _p(p: float) -> str:

@@ -41,6 +41,7 @@ from longctx_eval.leaderboard.markdown import (
     format_params,
     format_state,
 )
+from longctx_eval.leaderboard.markdown_escape import md_html, md_plain
 from longctx_eval.leaderboard.merge import MergeNote
 from longctx_eval.leaderboard.noise import FLOOR_LEGEND
 from longctx_eval.leaderboard.serving import serving_sections
@@ -135,10 +136,9 @@ def unique_pages(prefix: str, names: Sequence[str]) -> dict[str, str]:
 
 
 def inline(text: str) -> str:
-    """Escape `text` for HTML, then render its Markdown `code` and **bold** spans (the renderer's texts)."""
-    html = escape(text, quote=True)
-    html = re.sub(r"`([^`]+)`", r"<code>\1</code>", html)
-    return re.sub(r"\*\*([^*]+)\*\*", r"<strong>\1</strong>", html)
+    """A line of the Markdown renderer's text (legends, rules, breakdown blocks: values escaped by `md_text`) as
+    HTML: text escaped, `code` and **bold** spans rendered."""
+    return md_html(text)
 
 
 def page(title: str, body: str) -> str:
@@ -244,7 +244,7 @@ def _board_parts(task: str, entries: Sequence[RunResult], metric: str, links: Li
         return out
 
     parts = [
-        f"<p>Primary metric: <code>{escape(metric)}</code>{escape(view.version_text)}. "
+        f"<p>Primary metric: <code>{escape(metric)}</code>{' ' * bool(view.version_text)}{escape(view.version_text)}. "
         f"{inline(ranking_rule(task, entries, metric, min_n))} Click a column title to sort by it (again to "
         "reverse); low-n cells are never sorted on.</p>",
     ]
@@ -626,7 +626,7 @@ def _markdown_blocks(lines: Sequence[str]) -> list[str]:
         if table:
             head, rows = table[0], table[2:]
             cells = [[_md_cell(c) for c in row] for row in rows]
-            parts.append(_table([_md_plain(h) for h in head], cells, "breakdown"))
+            parts.append(_table([md_plain(h) for h in head], cells, "breakdown"))
             table.clear()
 
     for line in lines:
@@ -641,16 +641,12 @@ def _markdown_blocks(lines: Sequence[str]) -> list[str]:
 
 
 def _split_row(line: str) -> list[str]:
-    cells = re.split(r"(?<!\\)\|", line.strip())[1:-1]
-    return [c.strip().replace("\\|", "|") for c in cells]
-
-
-def _md_plain(text: str) -> str:
-    return text.replace("**", "").replace("`", "")
+    """A Markdown table row's cells, still Markdown (an escaped pipe, `\\|`, stays inside its cell)."""
+    return [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
 
 
 def _md_cell(text: str) -> tuple[str, object]:
-    plain = _md_plain(text)
+    plain = md_plain(text)
     number = _NUMBER.match(plain)
     key: object = float(number.group().replace(",", "")) if number else (None if plain == DASH else plain)
     return inline(text), key

@@ -7,13 +7,15 @@ import re
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from rich.console import Console
 from rich.markup import escape
 from tiny_needle import tiny_needle  # tests/ is on sys.path
 
 from longctx_eval import progress
 from longctx_eval.cli import main
-from longctx_eval.progress import RunProgress, work_progress
+from longctx_eval.progress import RunProgress, console_text, work_progress
 
 
 def _bar(terminal: bool) -> tuple[RunProgress, io.StringIO]:
@@ -98,3 +100,33 @@ def test_dense_index_of_a_long_document_is_built_in_slices_with_progress(dense, 
     assert re.search(rf"embedding {n} chunks \[dense\]: {n}/{n} chunks, [1-9][\d,]* tokens/s", err), err
     assert dense.build(texts[:10])["vectors"].shape == (10, whole.shape[1])  # short documents: one call, silent
     assert "embedding" not in capsys.readouterr().err
+
+
+# --- values from run files print as text (issue 39, cause 1) --------------------------------------------------
+
+MARKUP = ["[bold]", "[/]", "[/bold]", "[red]x[/red]", "[link=https://x]y[/link]", "\\", "\\[b]", ":warning:", "[", "]"]
+"""rich markup, escapes and emoji codes a name, path or reason from a run file may hold."""
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from(MARKUP) | st.text("ab /:_-é", max_size=3), max_size=6).map("".join))
+def test_a_value_in_console_markup_prints_as_its_text(capsys, value):
+    """`console_text` keeps any markup in a value from being applied (or raising): the line shows the value."""
+    capsys.readouterr()
+    progress.console.print(f"[red]skipped[/red] {console_text(value)}: [yellow]end[/yellow]", highlight=False)
+    progress.console.print(f"[red]skipped[/red] {console_text(value)}", highlight=False)
+    assert capsys.readouterr().err == f"skipped {value}: end\nskipped {value}\n"
+
+
+def test_markup_left_unescaped_prints_as_text_not_a_markup_error(capsys):
+    """A line whose markup does not parse (a value someone forgot to escape) is printed plain, tags and all."""
+    progress.console.print("[red]skipped[/red] run [/bold] folder", highlight=False)
+    assert capsys.readouterr().err == "[red]skipped[/red] run [/bold] folder\n"
+
+
+def test_a_status_message_is_plain_text(capsys):
+    """`status` shows its message as it is: a spec holding markup neither styles it nor raises."""
+    with progress.status("loading hf:org/[/]m[bold]"):
+        pass
+    progress.console.print(":warning: stays a code", highlight=False)
+    assert capsys.readouterr().err.endswith(":warning: stays a code\n")

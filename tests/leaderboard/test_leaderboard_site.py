@@ -13,6 +13,7 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
+from headless_chromium import browser  # tests/leaderboard is on sys.path
 
 from longctx_eval.leaderboard.build import find_run_files, update_leaderboard
 from longctx_eval.leaderboard.grid import task_names
@@ -26,8 +27,6 @@ from longctx_eval.scoring.paired_tests import MCNEMAR, mcnemar_exact
 ROOT = Path(__file__).resolve().parents[2]
 BOARD = ROOT / "leaderboards"
 HOSTILE = '<script>alert("x")</script> & <b>bold</b>'
-CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-DRIVER = shutil.which("chromedriver")
 
 
 def _hostile_run(tmp: Path) -> Path:
@@ -199,28 +198,6 @@ def test_model_page_shows_serving_figures() -> None:
     assert "last token, end to end (s)" in html
 
 
-def _browser():  # noqa: ANN202 - selenium's driver type is only importable when selenium is
-    if CHROMIUM is None or DRIVER is None:
-        pytest.skip("chromium or chromedriver not installed (apt-get install chromium chromium-driver; make test does)")
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium not installed (the dev extra)")
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = CHROMIUM
-    for arg in (
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        "--no-first-run",
-        "--window-size=1400,1000",
-    ):
-        options.add_argument(arg)
-    return webdriver, options, Service(DRIVER)
-
-
 LINKS_JS = """
 return Array.from(document.querySelectorAll('a[href], img[src], link[href], script[src]')).map(e => [
   e.tagName, e.href || e.src, e.tagName === 'IMG' ? (e.complete && e.naturalWidth > 0) : true]);
@@ -229,7 +206,7 @@ return Array.from(document.querySelectorAll('a[href], img[src], link[href], scri
 
 def test_site_in_headless_chromium(site: Path, compare_site: Path, tmp_path: Path) -> None:
     """Every page: no console error, every link/image inside the site and present; sorting reorders rows."""
-    webdriver, options, service = _browser()
+    webdriver, options, service = browser()
     options.add_argument(f"--user-data-dir={tmp_path / 'profile'}")
     options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
     driver = webdriver.Chrome(options=options, service=service)
