@@ -192,7 +192,7 @@ def update_leaderboard(
     report = LeaderboardReport(entries=0, runs_read=0)
     runs = _read_valid(input_files, report)
     report.runs_read = len(runs)
-    report.unfinished = unfinished_run_folders(inputs)
+    report.unfinished += unfinished_run_folders(inputs)
 
     for path, run in runs:
         copy = out_dir / RUNS_DIR / run_copy_name(run)
@@ -299,6 +299,12 @@ def _read_valid(paths: Iterable[Path], report: LeaderboardReport) -> list[tuple[
         problem = name_problem(run)
         if problem is not None:
             report.skipped.append((path, problem))
+            continue
+        shards = sorted({t.shard for t in run.tasks if t.shard is not None})
+        if shards:  # a part of a run (`run --shard`): listed, never ranked as the model's results
+            report.unfinished.append(
+                (path, f"shard {shards[0]} of a run: a part, not ranked; join its shards with longctx-eval merge")
+            )
             continue
         runs.append((path, run))
     return runs

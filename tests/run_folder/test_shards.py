@@ -150,3 +150,22 @@ def test_shard_assignment_deals_clusters_round_robin():
     for bad in ("0/2", "3/2", "2", "a/b", "1/0", "1/99999"):
         with pytest.raises(ConfigError, match="expected I/N"):
             Shard.parse(bad)
+
+
+def test_the_leaderboard_lists_shards_and_ranks_only_the_merged_run(runs, tmp_path):
+    """Each shard's run.json says it is a part; the board lists it under Not read (exit 0) and shows the merge."""
+    shards = sorted((runs / "n2").glob("bm25.shard-*"))
+    merged = _cli("merge", *map(str, shards), "--out", str(tmp_path / "bm25"))
+    assert merged.returncode == 0, merged.stderr
+    for shard in shards:
+        assert {t["shard"] for t in json.loads((shard / "run.json").read_text())["tasks"]} == {
+            f"{shards.index(shard) + 1}/2"
+        }
+    board = _cli("leaderboard", *map(str, shards), str(tmp_path / "bm25"), "--out", str(tmp_path / "lb"))
+    assert board.returncode == 0, board.stderr
+    for i, shard in enumerate(shards, 1):
+        assert f"not read {shard}/run.json: shard {i}/2 of a run: a part, not ranked" in board.stderr
+    entries = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())["entries"]
+    assert [{t["name"]: t["n_samples"] for t in e["tasks"]} for e in entries] == [
+        {"needle": 16, "cross_paragraph": 14, "retrieval": 16}
+    ]
