@@ -219,36 +219,33 @@ def cross_cells(
     `only`: just the cells of these sample ids (a pair is built whole when either of its cells is asked for;
     a repetition's haystack only when one of its pairs is), each the same as built with the whole grid.
     """
-    for length, n, distances in _lengths_distances(lengths, hops, per_cell, reserve, ladder):
-        for rep in range(per_cell):
-            hseed = haystack_seed(seed, length, rep)
-            words: set[str] | None = None
-            for d_index, distance in enumerate(distances):
-                for h_index, h in enumerate(sorted(hops)):
-                    pair = pair_id(length, h, distance, rep)
-                    wanted = [p for p in PLACEMENT_ORDER if only is None or f"{pair}-{p}" in only]
-                    if not wanted:
-                        continue
-                    if words is None:
-                        words = set(_WORD.findall(haystack_text(source, tokenizer, n, hseed).text.lower()))
-                    rng = random.Random(sha256_json(["cross-paragraph", seed, length, rep, distance, h]))
-                    chain = _chain_for(rng, h, words)
-                    start = rng.random()
-                    depths = [rng.random() for _ in chain.distractors]
-                    docs = build_fact_pair(
-                        source,
-                        tokenizer,
-                        n,
-                        [f.sentence for f in chain.facts],
-                        [f.sentence for f in chain.distractors],
-                        distance,
-                        start,
-                        depths,
-                        hseed,
-                    )
-                    for placement in wanted:
-                        order = stratum(h_index, d_index, len(hops), placement)
-                        yield CrossCell(length, h, distance, rep, seed, order, chain, docs[placement])
+    words: dict[tuple[int, int], set[str]] = {}  # the words of the repetition's haystack being built
+    for p in _pairs(lengths, hops, per_cell, reserve, ladder):
+        wanted = [placement for placement in PLACEMENT_ORDER if only is None or p.id(placement) in only]
+        if not wanted:
+            continue
+        hseed = haystack_seed(seed, p.length, p.rep)
+        if (p.length, p.rep) not in words:
+            words = {
+                (p.length, p.rep): set(_WORD.findall(haystack_text(source, tokenizer, p.context, hseed).text.lower()))
+            }
+        rng = random.Random(sha256_json(["cross-paragraph", seed, p.length, p.rep, p.distance, p.hops]))
+        chain = _chain_for(rng, p.hops, words[p.length, p.rep])
+        start = rng.random()
+        depths = [rng.random() for _ in chain.distractors]
+        docs = build_fact_pair(
+            source,
+            tokenizer,
+            p.context,
+            [f.sentence for f in chain.facts],
+            [f.sentence for f in chain.distractors],
+            p.distance,
+            start,
+            depths,
+            hseed,
+        )
+        for placement in wanted:
+            yield CrossCell(p.length, p.hops, p.distance, p.rep, seed, p.stratum(placement), chain, docs[placement])
 
 
 def cross_plan(
@@ -260,15 +257,42 @@ def cross_plan(
     ladder: Sequence[int] = DISTANCE_LADDER,
 ) -> Iterator[Planned]:
     """The ids and strata of `cross_cells` in its order, nothing built (a limit chooses among them first)."""
-    for length, _, distances in _lengths_distances(lengths, hops, per_cell, reserve, ladder):
+    for p in _pairs(lengths, hops, per_cell, reserve, ladder):
+        cluster = haystack_cluster(haystack_seed(seed, p.length, p.rep))
+        for placement in PLACEMENT_ORDER:
+            meta = {"target_tokens": p.length, "stratum": p.stratum(placement), "cluster": cluster}
+            yield Planned(p.id(placement), meta)
+
+
+@dataclass(frozen=True)
+class _Pair:
+    """One (length, repetition, distance, hops) place of the grid: a chain asked cross and same paragraph."""
+
+    length: int
+    context: int  # the context's tokens
+    rep: int
+    distance: int
+    d_index: int
+    hops: int
+    h_index: int
+    n_hops: int
+
+    def id(self, placement: str) -> str:
+        return f"{pair_id(self.length, self.hops, self.distance, self.rep)}-{placement}"
+
+    def stratum(self, placement: str) -> int:
+        return stratum(self.h_index, self.d_index, self.n_hops, placement)
+
+
+def _pairs(
+    lengths: Sequence[int], hops: Sequence[int], per_cell: int, reserve: int, ladder: Sequence[int]
+) -> Iterator[_Pair]:
+    """The grid's pairs in order: length, repetition, distance, hops (the arguments checked first)."""
+    for length, n, distances in _lengths_distances(lengths, hops, per_cell, reserve, ladder):
         for rep in range(per_cell):
             for d_index, distance in enumerate(distances):
                 for h_index, h in enumerate(sorted(hops)):
-                    for placement in PLACEMENT_ORDER:
-                        order = stratum(h_index, d_index, len(hops), placement)
-                        cluster = haystack_cluster(haystack_seed(seed, length, rep))
-                        meta = {"target_tokens": length, "stratum": order, "cluster": cluster}
-                        yield Planned(f"{pair_id(length, h, distance, rep)}-{placement}", meta)
+                    yield _Pair(length, n, rep, distance, d_index, h, h_index, len(hops))
 
 
 def _lengths_distances(

@@ -101,24 +101,7 @@ def test_shards_that_are_not_one_run_are_refused(runs, tmp_path):
     twice = _cli("merge", str(shards[0]), str(shards[0]), str(shards[1]), "--out", str(tmp_path / "b"))
     assert twice.returncode == 2 and "given twice" in twice.stderr
     other = tmp_path / "seed1"
-    _cli(
-        "run",
-        "--model",
-        "bm25",
-        "--tasks",
-        TASKS,
-        "--lengths",
-        "1024,2048",
-        "--limit",
-        "8",
-        *ARGS,
-        "--seed",
-        "1",
-        "--shard",
-        "3/3",
-        "--out",
-        str(other),
-    )
+    _run(other, "--seed", "1", "--shard", "3/3")
     mixed = _cli(
         "merge", str(shards[0]), str(shards[1]), str(other / "bm25.shard-3-of-3"), "--out", str(tmp_path / "c")
     )
