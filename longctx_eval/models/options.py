@@ -287,7 +287,14 @@ class VLLMOptions(KindOptions):
     max_model_len: int | None = Field(default=None, gt=0, description="a positive integer (context window in tokens)")
     tensor_parallel_size: int = Field(default=1, gt=0, description="a positive integer (GPUs per model replica)")
     pipeline_parallel_size: int = Field(default=1, gt=0, description="a positive integer (pipeline stages)")
-    data_parallel_size: int = Field(default=1, gt=0, description="a positive integer (model replicas)")
+    data_parallel_size: int = Field(
+        default=1,
+        ge=1,
+        le=1,
+        description="1: vLLM's offline engine runs one replica per process; for N replicas run N shards "
+        "(`longctx-eval run --shard I/N`, one per device) or serve the model (`vllm serve MODEL "
+        "--data-parallel-size N`) and evaluate `openai:MODEL@http://HOST:PORT/v1`",
+    )
     gpu_memory_utilization: float | None = Field(
         default=None, gt=0, le=1, description="a number in (0, 1] (share of GPU memory vLLM may take)"
     )

