@@ -272,7 +272,7 @@ def run_gpu_check() -> dict[str, Any]:
     `python -m benchmarks.gpu_check` on a CUDA machine (results/gpu.json)."""
     import subprocess
 
-    log("gpu_check: the CPU half (tiny Llama and Qwen2 shapes)")
+    log("gpu_check: the CPU half (tiny Llama, Gemma 3 and Qwen2 shapes)")
     cmd = [sys.executable, "-m", "benchmarks.gpu_check", "--cpu"]
     run = subprocess.run(cmd, cwd=REPO, capture_output=True, text=True, check=False)
     if run.returncode != 0 or not run.stdout.strip():
@@ -281,14 +281,12 @@ def run_gpu_check() -> dict[str, Any]:
 
 
 def _gpu_lines(cpu_half: dict[str, Any], out: Path) -> list[str]:
-    from benchmarks.gpu_check import table
+    from benchmarks.gpu_check import RESULTS_HOW_TO_RUN, RESULTS_INTRO, table
 
     lines = [
         "## GPU check (`benchmarks/gpu_check.py`)\n",
-        "The `hf` path on random weights in the shapes of Llama-3-8B and Qwen2.5-7B, built on the GPU: generation "
-        "at 8K/32K/128K and the longest prompt that fits, sdpa and flash-attention, batch_size=auto against 1, the "
-        "prefix cache warm and cold, the out-of-memory path, the probe's rows and MiniLM on CUDA against the CPU. "
-        "`make bench` runs its CPU half (two-layer models, 256-2048 tokens, the out-of-memory error injected).\n",
+        RESULTS_INTRO,
+        RESULTS_HOW_TO_RUN,
     ]
     gpu = out / "gpu.json"
     if gpu.is_file():
