@@ -2,9 +2,9 @@
 run writes: every task's samples in their unsharded order (byte for byte the same file), every prediction, and a
 manifest whose task entries hash as the unsharded run's, so scoring it gives the same numbers.
 
-Shards are refused with one line where they cannot make one run: another model identity, seed, task version,
-lengths, limit or arguments; a shard missing, given twice, or of another N; a task not generated in every shard;
-a torn prediction line; positions that do not cover the run exactly once.
+Shards are refused with one line where they cannot make one run: another suite version (or commit), model
+identity, seed, task version, lengths, limit or arguments; a shard missing, given twice, or of another N; a task
+not generated in every shard; a torn prediction line; positions that do not cover the run exactly once.
 """
 
 from __future__ import annotations
@@ -58,6 +58,11 @@ def check_shards(shards: Sequence[ShardFolder]) -> None:
             raise ConfigError(
                 f"{other.path}: another model identity than {first.path} ({b.model.spec!r} vs {a.model.spec!r}); "
                 "expected the shards of one model"
+            )
+        if a.suite != b.suite:
+            raise ConfigError(
+                f"{other.path}: run by longctx-eval {b.suite.version} ({b.suite.git or 'no git'}), {first.path} by "
+                f"{a.suite.version} ({a.suite.git or 'no git'}); expected the shards of one run, by one version"
             )
         if set(a.tasks) != set(b.tasks):
             missing = sorted(set(a.tasks) ^ set(b.tasks))[0]
