@@ -138,7 +138,7 @@ def work_progress(
     done = tokens = 0
     bar = _ACTIVE[-1] if _ACTIVE else None
     live = bar is not None and bar.console.is_terminal
-    row = bar.subtask(escape(description), total) if live and bar is not None else None
+    row = bar.subtask(console_text(description), total) if live and bar is not None else None
     out = bar.console if bar is not None else console
 
     printed = False
@@ -156,7 +156,7 @@ def work_progress(
         now = time.perf_counter()
         if row is not None and bar is not None:
             rate = f", {tokens / max(now - t0, 1e-9):,.0f} tokens/s" if tokens else ""
-            bar.update(row, completed=done, description=escape(f"{description}{rate}"))
+            bar.update(row, completed=done, description=console_text(f"{description}{rate}"))
         elif now - last >= PRINT_EVERY_S:
             last, printed = now, True
             out.print(line(), highlight=False, markup=False)
@@ -174,5 +174,5 @@ def work_progress(
 @contextmanager
 def status(message: str) -> Iterator[None]:
     """A spinner with a message (plain text, shown as it is) for a single long step."""
-    with console.status(escape(mask_secrets(message))):
+    with console.status(console_text(mask_secrets(message))):
         yield

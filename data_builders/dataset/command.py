@@ -11,7 +11,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from longctx_eval.errors import ConfigError
-from longctx_eval.progress import console, progress_bar
+from longctx_eval.progress import console, console_text, progress_bar
 from longctx_eval.run.config import parse_lengths
 
 
@@ -56,7 +56,7 @@ def _progress(label: str) -> Iterator[Callable[[int, int | None], None] | None]:
         yield None
         return
     with progress_bar() as bar:
-        task = bar.add_task(label, total=None)
+        task = bar.add_task(console_text(label), total=None)
         yield lambda done, total: bar.update(task, completed=done, total=total)
 
 
@@ -94,7 +94,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         f"wrote {rows} samples in {len(report.configs)} configs ({len(report.files)} parquet files + README.md) "
         f"to {report.out} in {report.seconds:.1f} s",
         highlight=False,
+        markup=False,
     )
     if args.push_to_hub:
-        console.print(f"pushed to {push_to_hub(report.out, args.push_to_hub)}", highlight=False)
+        console.print(f"pushed to {push_to_hub(report.out, args.push_to_hub)}", highlight=False, markup=False)
     return 0

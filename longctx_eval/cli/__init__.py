@@ -9,10 +9,8 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 
-from rich.markup import escape
-
 from longctx_eval.errors import LongctxError
-from longctx_eval.progress import console
+from longctx_eval.progress import console, console_text
 from longctx_eval.registry import Registry
 
 COMMANDS: Registry = Registry("command", entry_point_group="longctx_eval.commands")
@@ -40,7 +38,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         args = build_parser().parse_args(argv)
         return args.func(args)
     except LongctxError as exc:  # plain text: `[models."x"]` or `[vllm]` print as written
-        console.print(f"[red]error:[/red] {escape(str(exc))}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/red] {console_text(exc)}", highlight=False, soft_wrap=True)
         return 2
     except KeyboardInterrupt:
         console.print("interrupted: predictions so far are saved; run the same command again to resume")

@@ -117,5 +117,5 @@ def cmd_chunk(args: argparse.Namespace) -> int:
         return 0
     with atomic_output(args.out) as fh:
         n = write_lines(chunks, fh)
-    console.print(f"wrote {n} chunks of {args.file} to {args.out}", highlight=False)
+    console.print(f"wrote {n} chunks of {args.file} to {args.out}", highlight=False, markup=False)
     return 0

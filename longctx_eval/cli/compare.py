@@ -6,9 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from rich.markup import escape
-
-from longctx_eval.progress import console
+from longctx_eval.progress import console, console_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -42,9 +40,9 @@ def cmd_compare(args: argparse.Namespace) -> int:
     sys.stdout.write(to_text(comparison))
     if args.json is not None:
         write_json(comparison, args.json)
-        console.print(f"wrote {args.json}", highlight=False)
+        console.print(f"wrote {args.json}", highlight=False, markup=False)
     if comparison.damaged:
         text = "; ".join(comparison.damaged) + " (the other tasks are compared above)"
-        console.print(f"[red]error:[/red] {escape(text)}", highlight=False, soft_wrap=True)
+        console.print(f"[red]error:[/red] {console_text(text)}", highlight=False, soft_wrap=True)
         return 2
     return 0

@@ -53,5 +53,7 @@ def cmd_export(args: argparse.Namespace) -> int:
             raise ConfigError(f"--out {args.out}: expected a .py file for inspect_ai")
         written = write_inspect(target, built, info.version, args.out)
         run = f"inspect eval {args.out} --model ..."
-    console.print(f"wrote {', '.join(str(p) for p in written)}; run: {run}", highlight=False, soft_wrap=True)
+    console.print(
+        f"wrote {', '.join(str(p) for p in written)}; run: {run}", highlight=False, soft_wrap=True, markup=False
+    )
     return 0

@@ -153,7 +153,8 @@ def cmd_load(args: argparse.Namespace) -> int:
         "prompts": pool.describe(),
         "levels": [],
     }
-    console.print(f"load: {record['prompts']['description']} -> {spec.name} at {client.base_url}", highlight=False)
+    where = f"{record['prompts']['description']} -> {spec.name} at {client.base_url}"
+    console.print(f"load: {where}", highlight=False, markup=False)
 
     def on_level(level: dict[str, Any]) -> None:
         record["levels"].append(level)
@@ -170,7 +171,7 @@ def cmd_load(args: argparse.Namespace) -> int:
 
     asyncio.run(_sweep(client, pool.requests, sweep, on_level, prewarm=args.cache == "hit"))
     print(table(record["levels"]))
-    console.print(f"wrote {out} and {png}", highlight=False)
+    console.print(f"wrote {out} and {png}", highlight=False, markup=False)
     return 1 if any(lv["failed"] for lv in record["levels"]) else 0
 
 

@@ -52,6 +52,8 @@ def cmd_merge(args: argparse.Namespace) -> int:
         report = score_run_dir(
             out, include_paths=include, effective=effective_config(args), composite=composite_config(args)
         )
-    console.print(f"merged {len(args.shards)} shards into {out}; wrote {out / 'run.json'}", highlight=False)
+    console.print(
+        f"merged {len(args.shards)} shards into {out}; wrote {out / 'run.json'}", highlight=False, markup=False
+    )
     print_summary(report)
     return 2 if report.errors else 0

@@ -14,7 +14,7 @@ from longctx_eval.discovery import discover, in_tree_tasks, select
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.spec import check_distinct_names, expand_models, parse_spec
-from longctx_eval.progress import console
+from longctx_eval.progress import console, console_text
 from longctx_eval.registry import Registry
 from longctx_eval.run.config import RunConfig, TaskPlan, check_limit, parse_lengths, parse_task_args, parse_tasks
 from longctx_eval.run.cost import Budget, PriceTable, load_prices
@@ -226,7 +226,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         )
     stopped = next((o.stopped for o in outcomes if o.stopped), None)
     if stopped:
-        console.print(f"[yellow]stopped at the cost budget[/yellow]: {stopped}", highlight=False)
+        console.print(f"[yellow]stopped at the cost budget[/yellow]: {console_text(stopped)}", highlight=False)
         return 3
     if skipped:
         console.print(f"{len(skipped)} task(s) skipped, each for the reason stated above", highlight=False)
@@ -240,7 +240,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             highlight=False,
         )
         for model, text in failed:
-            console.print(f"  {model} {text}", highlight=False, soft_wrap=True)
+            console.print(f"  {model} {text}", highlight=False, soft_wrap=True, markup=False)
         return EXIT_TASK_FAILED
     if config.strict and skipped:
         console.print("[red]--strict[/red]: a skipped task is an error", highlight=False)
@@ -257,11 +257,12 @@ def _with_estimates(table: PriceTable, plans: Plans, args: argparse.Namespace) -
 
     unpriced = sorted({m for spec, _ in plans if (m := served_model(spec)) is not None and table.get(m) is None})
     if not unpriced:
-        console.print(f"--gpu-hour-price: not used, every served model has a price in {table.path}", highlight=False)
+        where = console_text(table.path)
+        console.print(f"--gpu-hour-price: not used, every served model has a price in {where}", highlight=False)
     for model in unpriced:
         est = gpu_hour_estimate(args.gpu_hour_price, args.throughput_from, model)
         table = table.with_estimate(model, est.price, est.how)
-        console.print(f"cost of served model {model!r}: {est.how}", highlight=False)
+        console.print(f"cost of served model {model!r}: {est.how}", highlight=False, markup=False)
     return table
 
 

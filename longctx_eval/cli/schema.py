@@ -22,5 +22,5 @@ def cmd_schema(args: argparse.Namespace) -> int:
     from longctx_eval.results import json_schema
 
     atomic_write_text(args.out, json.dumps(json_schema(), indent=2, sort_keys=True) + "\n")
-    console.print(f"wrote {args.out}", highlight=False)
+    console.print(f"wrote {args.out}", highlight=False, markup=False)
     return 0

@@ -9,7 +9,7 @@ from longctx_eval.cli import add_include_path
 from longctx_eval.cli.composite_flags import add_composite_flags, composite_config
 from longctx_eval.cli.effective_flags import add_effective_flags, effective_config
 from longctx_eval.cli.run import EXIT_TASK_FAILED
-from longctx_eval.progress import console
+from longctx_eval.progress import console, console_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -35,11 +35,12 @@ def cmd_score(args: argparse.Namespace) -> int:
         report = score_run_dir(
             args.run_dir, include_paths=include, effective=effective, composite=composite_config(args)
         )
-    console.print(f"wrote {args.run_dir / 'run.json'}", highlight=False)
+    console.print(f"wrote {console_text(args.run_dir / 'run.json')}", highlight=False)
     print_summary(report)
     if report.errors:
         return 2
     failed = [t for t in report.run.tasks if task_failed(t)]
     for task in failed:
-        console.print(f"[red]{task.name}: failed[/red]: {failure_summary(task.failures)}", highlight=False)
+        text = console_text(failure_summary(task.failures))
+        console.print(f"[red]{console_text(task.name)}: failed[/red]: {text}", highlight=False)
     return EXIT_TASK_FAILED if failed else 0

@@ -6,6 +6,7 @@ import argparse
 
 from rich.console import Console
 from rich.table import Table
+from rich.text import Text
 
 from longctx_eval.cli import add_include_path
 from longctx_eval.discovery import discover
@@ -29,7 +30,7 @@ def cmd_tasks(args: argparse.Namespace) -> int:
             f"{k}={v!r}" + (f" ({info.bounds[k].describe()})" if k in info.bounds else "")
             for k, v in info.arguments.items()
         )
-        table.add_row(
+        cells = (
             info.name,
             info.version,
             info.requires.describe(),
@@ -38,5 +39,6 @@ def cmd_tasks(args: argparse.Namespace) -> int:
             info.description,
             info.source,
         )
+        table.add_row(*(Text(cell) for cell in cells))  # a plugin's text (`[x]`, `[/]`) shows as written
     Console(width=220).print(table)
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from longctx_eval.cli import add_include_path
-from longctx_eval.progress import console
+from longctx_eval.progress import console, console_text
 from longctx_eval.run.config import parse_lengths, parse_task_args
 
 
@@ -33,5 +33,5 @@ def cmd_validate(args: argparse.Namespace) -> int:
     report = validate_task(info, parse_spec(args.model), parse_lengths(args.lengths), args.seed, args.limit, task_args)
     for check in report.checks:
         mark = "[green]ok[/green]" if check.ok else "[red]FAIL[/red]"
-        console.print(f"{mark} {check.name}: {check.detail}", highlight=False)
+        console.print(f"{mark} {console_text(f'{check.name}: {check.detail}')}", highlight=False)
     return 0 if report.ok else 1

@@ -14,8 +14,6 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rich.markup import escape
-
 from longctx_eval.atomic_io import atomic_write_text, ensure_dir
 from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError, LongctxError, ModelFileError, OutputError, TaskUnavailable
@@ -23,7 +21,7 @@ from longctx_eval.hashing import sha256_text
 from longctx_eval.models.base import ModelAdapter
 from longctx_eval.models.loader import load_model
 from longctx_eval.models.model_spec import ModelSpec
-from longctx_eval.progress import console, progress_bar, status
+from longctx_eval.progress import console, console_text, progress_bar, status
 from longctx_eval.provenance import environment, suite_info
 from longctx_eval.results import Skipped, failure_summary, task_failed
 from longctx_eval.run.config import RunConfig, TaskPlan
@@ -65,7 +63,9 @@ def run_models(plans: Sequence[tuple[ModelSpec, Sequence[TaskPlan]]], config: Ru
         except OutputError:
             raise  # a full or read-only disk: nothing more can be saved; one line, exit 2, what is written stays
         except LongctxError as exc:
-            console.print(f"[red]error[/red] model {spec.raw!r}: {exc}", highlight=False)
+            console.print(
+                f"[red]error[/red] model {console_text(repr(spec.raw))}: {console_text(exc)}", highlight=False
+            )
             bad = isinstance(exc, (ConfigError, ModelFileError))
             outcomes.append(ModelOutcome(spec, None, [str(exc)], [], bad_input=bad))
         if outcomes[-1].stopped:  # the budget is the invocation's: later models are not started
@@ -85,10 +85,12 @@ def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> 
             manifest = _fresh_manifest(manifest, adapter)
             write_manifest(run_dir, manifest)
             caps = ", ".join(sorted(adapter.capabilities))
-            console.print(f"[bold]{spec.name}[/bold]: {type(adapter).__name__}, serves {caps}", highlight=False)
+            # the name is bold up to its colon: console_text keeps a value's trailing backslash off a tag after it
+            who = console_text(f"{spec.name}:")
+            console.print(f"[bold]{who}[/bold] {type(adapter).__name__}, serves {console_text(caps)}", highlight=False)
             store = PredictionStore(inside(run_dir, "predictions.jsonl"))
             for warning in store.warnings:
-                console.print(f"[yellow]warning[/yellow] {warning}", highlight=False)
+                console.print(f"[yellow]warning[/yellow] {console_text(warning)}", highlight=False)
             skipped: list[Skipped] = []
             task_errors: list[str] = []
             crashed: list[str] = []
@@ -99,21 +101,24 @@ def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> 
                     skip = _run_task(plan, adapter, config, run_dir, store, manifest)
                 except BudgetStop as stop:  # --max-cost: keep what was computed, score it, start nothing more
                     stopped = str(stop)
-                    console.print(f"[yellow]stopped[/yellow] {name}: {stopped}", highlight=False)
+                    console.print(f"[yellow]stopped[/yellow] {console_text(f'{name}: {stopped}')}", highlight=False)
                     break
                 except (OutputError, RunFolderBusy):
                     raise  # the folder itself cannot be written: nothing more can be saved
                 except LongctxError as exc:  # one task's bug never costs the model's other tasks
-                    console.print(f"[red]error[/red] {name}: {exc}", highlight=False)
+                    console.print(f"[red]error[/red] {console_text(f'{name}: {exc}')}", highlight=False)
                     task_errors.append(f"{name}: {exc}")
                     skip = Skipped(task=name, reason=str(exc), kind="error")
                 except Exception as exc:  # a crash (a bug, a library's error) costs this task only, never the file
                     skip = _crashed(run_dir, name, exc)
-                    console.print(f"[red]crashed[/red] {name}: {skip.reason}", highlight=False, soft_wrap=True)
+                    text = console_text(f"{name}: {skip.reason}")
+                    console.print(f"[red]crashed[/red] {text}", highlight=False, soft_wrap=True)
                     crashed.append(f"{name}: {skip.reason}")
                 if skip is not None:
                     if skip.kind not in ("error", "crashed"):
-                        console.print(f"[yellow]skipped[/yellow] {name}: {skip.reason}", highlight=False)
+                        console.print(
+                            f"[yellow]skipped[/yellow] {console_text(f'{name}: {skip.reason}')}", highlight=False
+                        )
                         skipped.append(skip)
                     manifest.skipped[name] = skip
                 else:
@@ -125,7 +130,7 @@ def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> 
         report = score_run_dir(
             run_dir, include_paths=config.include_paths, effective=config.effective, composite=config.composite
         )
-    console.print(f"wrote {run_dir / 'run.json'}", highlight=False)
+    console.print(f"wrote {console_text(run_dir / 'run.json')}", highlight=False)
     ran = {p.info.name for p in tasks}
     print_summary(report, announced=ran)
     errors = task_errors + [e for e in report.errors if e.split(":", 1)[0] in ran]
@@ -185,7 +190,9 @@ def _write_run_file(run_dir: Path, config: RunConfig, task: str) -> None:
     except OutputError:
         raise
     except Exception as exc:  # the final scoring pass reports it; generation of the next task goes on
-        console.print(f"[yellow]warning[/yellow] run.json not updated after {task}: {exc}", highlight=False)
+        console.print(
+            f"[yellow]warning[/yellow] run.json not updated after {console_text(f'{task}: {exc}')}", highlight=False
+        )
 
 
 def _fresh_manifest(held: Manifest | None, adapter: ModelAdapter) -> Manifest:
@@ -225,7 +232,9 @@ def _run_task(
             where = "this process's memory" if group.origin == "memory" else "the sample cache on disk"
             lengths = ", ".join(map(str, group.lengths))
             console.print(
-                f"{info.name}: samples at {lengths} read from {where} ({group.seconds:.1f} s)", highlight=False
+                f"{info.name}: samples at {lengths} read from {where} ({group.seconds:.1f} s)",
+                highlight=False,
+                markup=False,
             )
     samples = built.samples
     requests = [g.task.requests(s) for g in built.groups for s in g.samples]
@@ -300,7 +309,7 @@ def _generate(
     todo = [(i, r) for i, reqs in enumerate(requests) for r in reqs if not _done(store, keys[i][r.part])]
     total = sum(len(ks) for ks in keys)
     if len(todo) < total:
-        console.print(f"{name}: {total - len(todo)} of {total} predictions already done (resumed)")
+        console.print(f"{name}: {total - len(todo)} of {total} predictions already done (resumed)", markup=False)
     measured = [(i, r, bound.prompt_tokens(r)) for i, r in todo]
     is_over = [capability.windowed and not bound.fits(r, n) for _, r, n in measured]
     over = [m for m, o in zip(measured, is_over, strict=True) if o]
@@ -308,7 +317,7 @@ def _generate(
     fits = _serving_order([m for m, o in zip(measured, is_over, strict=True) if not o], samples)
     batch_size = max(1, int(getattr(bound, "batch_size", 1) or 1))
     with progress_bar() as bar:
-        job = bar.add_task(escape(f"{name} [{adapter.meta.name}]"), total=total, completed=total - len(todo))
+        job = bar.add_task(console_text(f"{name} [{adapter.meta.name}]"), total=total, completed=total - len(todo))
         for i, r, n in over:
             window = adapter.meta.context_window
             msg = f"prompt {n} + generation {r.max_new_tokens} tokens > context window {window}"
@@ -415,7 +424,7 @@ def _over_window_warning(
         "over-length and shown as 'n/a (over window)', not scored. To extend the window: "
         "?max_length=N, or RoPE scaling such as ?rope=yarn&rope_factor=F (hf models)"
     )
-    console.print(f"[yellow]warning[/yellow] {text}", highlight=False)
+    console.print(f"[yellow]warning[/yellow] {console_text(text)}", highlight=False)
     return [text]
 
 

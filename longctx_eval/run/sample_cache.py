@@ -41,14 +41,12 @@ from functools import cache
 from pathlib import Path
 from typing import Any, Literal
 
-from rich.markup import escape
-
 from longctx_eval.atomic_io import atomic_output
 from longctx_eval.byte_bound import CachedFile, shrink_to
 from longctx_eval.cache_folder import bound_setting, subfolder_setting
 from longctx_eval.errors import ConfigError, OutputError
 from longctx_eval.hashing import sha256_json
-from longctx_eval.progress import console
+from longctx_eval.progress import console, console_text
 from longctx_eval.run.sampling import dataset_hash
 from longctx_eval.sample import Sample
 from longctx_eval.task import TaskInfo
@@ -266,7 +264,7 @@ class SampleCache:
     def _warn(self, text: str) -> None:
         if text not in self._warned:
             self._warned.add(text)
-            console.print(f"[yellow]warning[/yellow] sample cache: {escape(text)}", highlight=False)
+            console.print(f"[yellow]warning[/yellow] sample cache: {console_text(text)}", highlight=False)
 
     def _usable_folder(self) -> Path | None:
         """The disk folder, or None when it is off or a symbolic link (never followed)."""

@@ -22,12 +22,11 @@ from pathlib import Path
 from typing import cast
 
 import numpy as np
-from rich.markup import escape
 
 from longctx_eval.errors import RunFileError
 from longctx_eval.metrics.aggregate import column_mean
 from longctx_eval.metrics.bootstrap import bootstrap_ci
-from longctx_eval.progress import console
+from longctx_eval.progress import console, console_text
 from longctx_eval.run_folder.json_lines import read_records
 from longctx_eval.run_folder.sample_lines import SAMPLE_LINE, sample_line_problem, samples_path
 from longctx_eval.run_folder.score_lines import SCORE_LINE, score_line_problem, scores_path
@@ -126,7 +125,7 @@ def sample_scores(run_dir: Path, task: str) -> dict[PairKey, SampleScore]:
     try:
         return read_sample_scores(run_dir, task)
     except RunFileError as exc:
-        console.print(f"[yellow]warning[/yellow] {escape(str(exc))}; no paired test for it", highlight=False)
+        console.print(f"[yellow]warning[/yellow] {console_text(exc)}; no paired test for it", highlight=False)
         return {}
 
 

@@ -22,7 +22,7 @@ from longctx_eval.discovery import discover
 from longctx_eval.errors import LongctxError, RunFileError
 from longctx_eval.hashing import sha256_json, sha256_text
 from longctx_eval.metrics.aggregate import Metric, rate
-from longctx_eval.progress import console
+from longctx_eval.progress import console, console_text
 from longctx_eval.results import (
     Coverage,
     EffectiveLength,
@@ -295,7 +295,7 @@ def _score_task(
     if fitting and not any(all(f in sc.values for f in primary.fields) for _, sc in fitting):
         text = f"the scorer never produced the primary metric {primary.name!r} (fields {list(primary.fields)})"
         if echo:
-            console.print(f"[yellow]warning[/yellow] {entry.name}: {text}", highlight=False)
+            console.print(f"[yellow]warning[/yellow] {console_text(f'{entry.name}: {text}')}", highlight=False)
         warnings.append(text)
     n_ok = len(fitting)
     covered = coverage(scored, entry.planned)
@@ -425,6 +425,8 @@ def print_summary(report: ScoreReport, announced: Iterable[str] = ()) -> None:
     errors, one line each; skips of the tasks in `announced` were printed when they happened and are not
     repeated."""
     announced = set(announced)
+    # Names, reasons and metric names come from the run folder and tasks: a line of data alone prints with
+    # markup=False, a value beside the line's own markup goes through console_text (issue 39).
     for t in report.run.tasks:
         pooled = [r for r in t.results if r.length is None and r.depth is None]
         text = ", ".join(f"{r.metric}={r.value:.3f} [{r.ci95[0]:.2f}, {r.ci95[1]:.2f}]" for r in pooled)
@@ -435,25 +437,26 @@ def print_summary(report: ScoreReport, announced: Iterable[str] = ()) -> None:
         elif t.over_length:
             text += f" (over the lengths that fit: {', '.join(map(str, t.pooled_lengths or []))})"
         counts = f"n={t.n_samples}, over_length={t.over_length}" + (f", failed={t.errors}" if t.errors else "")
-        console.print(f"  {t.name} ({counts}): {text}", highlight=False)
+        console.print(f"  {t.name} ({counts}): {text}", highlight=False, markup=False)
         if t.errors and not task_failed(t):
             console.print(
                 f"  {t.name}: {t.errors} failed, not scored (re-run the same command to retry them): "
                 f"{failure_summary(t.failures)}",
                 highlight=False,
+                markup=False,
             )
         for e in t.effective_length:
-            console.print(f"  {t.name} {effective_sentence(e)}", highlight=False)
+            console.print(f"  {t.name} {effective_sentence(e)}", highlight=False, markup=False)
         for c in t.contrasts:
             if c.length is None:
-                console.print(f"  {t.name} contrast {contrast_sentence(c)}", highlight=False)
+                console.print(f"  {t.name} contrast {contrast_sentence(c)}", highlight=False, markup=False)
     for s in report.run.skipped:
         if s.task not in announced:
-            console.print(f"  skipped {s.task}: {s.reason}", highlight=False)
+            console.print(f"  skipped {s.task}: {s.reason}", highlight=False, markup=False)
     for w in report.warnings:
-        console.print(f"  [yellow]warning[/yellow] {w}", highlight=False)
+        console.print(f"  [yellow]warning[/yellow] {console_text(w)}", highlight=False)
     for err in report.errors:
-        console.print(f"  [red]error[/red] {err}", highlight=False)
+        console.print(f"  [red]error[/red] {console_text(err)}", highlight=False)
 
 
 def _serving(records: Iterable[Mapping[str, Any]]) -> ServingStats | None:

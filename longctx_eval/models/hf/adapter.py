@@ -156,13 +156,13 @@ class HFCausalLM(ModelAdapter):
 
     def _warn_dtype(self, o: HFOptions, dtype: str, plan: LoadPlan) -> None:
         if self._cuda and "dtype" not in o.model_fields_set and plan.config_dtype not in (None, "float32", dtype):
-            from longctx_eval.progress import console
+            from longctx_eval.progress import console, console_text
 
-            console.print(
-                f"[yellow]warning[/yellow] {plan.config_dtype} checkpoint loaded in {dtype} (the default) on "
-                f"{self.input_device}: ?dtype=auto loads it as {plan.config_dtype}, half the memory",
-                highlight=False,
+            text = (
+                f"{plan.config_dtype} checkpoint loaded in {dtype} (the default) on {self.input_device}: "
+                f"?dtype=auto loads it as {plan.config_dtype}, half the memory"
             )
+            console.print(f"[yellow]warning[/yellow] {console_text(text)}", highlight=False)
 
     def _eos_ids(self) -> list[int]:
         ids = self.model.generation_config.eos_token_id

@@ -32,7 +32,7 @@ from longctx_eval.models.openai.reasoning import split_reasoning, strip_echoed_p
 from longctx_eval.models.openai.sampling import Sampling, greedy_sampling
 from longctx_eval.models.openai.target import known_window, parse_target
 from longctx_eval.models.options import OpenAIOptions
-from longctx_eval.progress import console
+from longctx_eval.progress import console, console_text
 from longctx_eval.sample import Prediction, Request
 
 if TYPE_CHECKING:
@@ -334,25 +334,24 @@ class OpenAIModel(ModelAdapter):
         if failed:
             kinds = Counter(str((p.data or {}).get("serving", {}).get("error_kind")) for p in failed)
             reasons = ", ".join(f"{k}: {n}" for k, n in sorted(kinds.items()))
-            console.print(
-                f"[yellow]warning[/yellow] {self.meta.name}: {len(failed)} of {len(preds)} requests failed after "
-                f"every attempt ({reasons}; first: {failed[0].error}); recorded as errors, re-run by the same "
-                "command (resume)",
-                highlight=False,
+            text = (
+                f"{self.meta.name}: {len(failed)} of {len(preds)} requests failed after every attempt ({reasons}; "
+                f"first: {failed[0].error}); recorded as errors, re-run by the same command (resume)"
             )
+            console.print(f"[yellow]warning[/yellow] {console_text(text)}", highlight=False)
 
     def _warn_lengths(self, preds: list[Prediction]) -> None:
         bad = [p for p in preds if p.data and (p.data.get("length_check") or {}).get("mismatch")]
         if bad and not self._warned_lengths:
             self._warned_lengths = True
             check = cast(Mapping[str, Any], bad[0].data)["length_check"]  # bad: only predictions with data
-            console.print(
-                f"[yellow]warning[/yellow] {self.meta.name}: the server counts {check['server_prompt_tokens']} prompt "
-                f"tokens where {check['expected_prompt_tokens']} were measured (tolerance {check['tolerance']}); "
-                "such samples are flagged in data.length_check and the run file's serving section. Give "
-                "?tokenizer=<the model's HF tokenizer> for exact lengths",
-                highlight=False,
+            text = (
+                f"{self.meta.name}: the server counts {check['server_prompt_tokens']} prompt tokens where "
+                f"{check['expected_prompt_tokens']} were measured (tolerance {check['tolerance']}); such samples are "
+                "flagged in data.length_check and the run file's serving section. Give ?tokenizer=<the model's HF "
+                "tokenizer> for exact lengths"
             )
+            console.print(f"[yellow]warning[/yellow] {console_text(text)}", highlight=False)
 
     def bind(self, task: Task, samples: Sequence[Sample]) -> ModelAdapter:
         """Itself; the length warning is given once per task."""

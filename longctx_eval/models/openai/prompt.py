@@ -18,8 +18,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, cast
 
-from rich.markup import escape
-
 from longctx_eval.errors import ConfigError, PrerequisiteError
 from longctx_eval.models.openai.target import OpenAITarget, parse_target
 from longctx_eval.sample import Request
@@ -89,10 +87,10 @@ def load_served_tokenizer(spec: ModelSpec, warn: bool = False) -> LoadedTokenize
 
     minilm = load_tokenizer("minilm")
     if warn and (probe is None or probe.reachable):  # a server that is down: the adapter's probe says so
-        from longctx_eval.progress import console
+        from longctx_eval.progress import console, console_text
 
         gap = _gap(target.model, reason, probe, minilm, o.count)
-        console.print(f"[yellow]warning[/yellow] {escape(spec.raw)}: {escape(gap)}", highlight=False)
+        console.print(f"[yellow]warning[/yellow] {console_text(f'{spec.raw}: {gap}')}", highlight=False)
     return LoadedTokenizer(minilm, exact=False, source="minilm")
 
 
@@ -170,9 +168,9 @@ def _tiktoken_for(model: str, warn: bool) -> Tokenizer | None:
         return TiktokenTokenizer.from_name(encoding)
     except PrerequisiteError as exc:
         if warn:
-            from longctx_eval.progress import console
+            from longctx_eval.progress import console, console_text
 
-            console.print(f"[yellow]warning[/yellow] {exc}", highlight=False)
+            console.print(f"[yellow]warning[/yellow] {console_text(exc)}", highlight=False)
         return None
 
 

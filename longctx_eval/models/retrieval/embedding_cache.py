@@ -38,13 +38,12 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from rich.markup import escape
 
 from longctx_eval.atomic_io import atomic_output
 from longctx_eval.errors import LongctxError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.models.retrieval.cache_bound import prune, written_size
-from longctx_eval.progress import console
+from longctx_eval.progress import console, console_text
 
 FORMAT = 1
 FOLDER = "embeddings"
@@ -201,7 +200,7 @@ class EmbeddingCache:
 
     def _warn(self, text: str) -> None:
         self.warnings.append(text)
-        console.print(f"[yellow]warning[/yellow] {escape(text)}", highlight=False)
+        console.print(f"[yellow]warning[/yellow] {console_text(text)}", highlight=False)
 
     # -- disk ------------------------------------------------------------------------------------------
 

@@ -29,13 +29,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
-from rich.markup import escape
 
 from longctx_eval.atomic_io import atomic_output
 from longctx_eval.cache_folder import bound_setting, subfolder_setting
 from longctx_eval.errors import LongctxError
 from longctx_eval.models.retrieval.cache_bound import prune, written_size
-from longctx_eval.progress import console
+from longctx_eval.progress import console, console_text
 
 if TYPE_CHECKING:
     from longctx_eval.models.retrieval.embedding_cache import EmbeddingCache
@@ -143,7 +142,7 @@ class IndexCache:
 
     def _warn(self, text: str) -> None:
         self.warnings.append(text)
-        console.print(f"[yellow]warning[/yellow] {escape(text)}", highlight=False)
+        console.print(f"[yellow]warning[/yellow] {console_text(text)}", highlight=False)
 
     def _read(self, key: str, expected: Any, check: Check | None) -> Arrays | None:
         path = self.path(key)
