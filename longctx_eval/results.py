@@ -201,7 +201,10 @@ class CompositeScore(_Strict):
     latency_metric: str = Field(description="the latency whose P95 is scored: ttft (first token) or e2e")
     latency_p95_s: float = Field(description="P95 of that latency, seconds")
     recall_metric: str = Field(description="the primary metric used as recall")
-    fidelity_n: int = Field(ge=0, description="samples the fidelity averages over")
+    fidelity_n: int = Field(ge=0, description="samples the fidelity averages over, failed requests included")
+    failed_as_zero: int = Field(
+        default=0, ge=0, description="failed requests (status error) counted 0 in recall and fidelity"
+    )
 
 
 class LatencyStats(_Strict):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from longctx_eval.leaderboard.markdown_escape import md_code, md_text
+from longctx_eval.metrics.bootstrap import has_interval, no_interval_text
 from longctx_eval.results import MetricResult, TaskResult
 from longctx_eval.scoring.labels import DASH, length_label
 
@@ -59,7 +60,9 @@ def detail_cell(result: TaskResult, metric: str, length: int) -> str:
     if row is None:
         return DASH
     text = f"{row.value:.2f}" if metric == "passkey_em" else _number(row.value)
-    if metric in WITH_CI:
+    if metric in WITH_CI and not has_interval(row.n):
+        text += f" ({no_interval_text(row.n)})"
+    elif metric in WITH_CI:
         lo, hi = (f"{v:.2f}" if metric == "passkey_em" else f"{v:.3g}" for v in row.ci95)
         text += f" [{lo}, {hi}]"
     if metric == "rho_ref" and (ref := _pooled(result, "rho_ref_length", length)) is not None:

@@ -75,11 +75,10 @@ def format_state(c: Cell) -> str:
         return f"{c.failed} failed" + (f" ({c.over_length} over window)" if c.over_length else "")
     if c.state == "not_evaluated":
         return "not evaluated"
-    text = format_cell(c.row)
     if c.row is None or c.planned is None:
-        return text + (" (low n)" if c.low_n else "")
-    if c.partial:
-        text = text.rsplit(" n=", 1)[0] + f" n={c.row.n}/{c.planned if c.expected is None else c.expected}"
+        return format_cell(c.row) + (" (low n)" if c.low_n else "")
+    partial = f"n={c.row.n}/{c.planned if c.expected is None else c.expected}" if c.partial else None
+    text = format_cell(c.row, partial)
     cut = c.expected is not None and c.planned is not None and c.expected < c.planned
     notes = ["low n"] * c.low_n + [f"limit: {c.expected} of {c.planned}"] * cut
     notes += [f"{c.over_length} over window"] * bool(c.over_length)

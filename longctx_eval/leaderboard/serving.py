@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from longctx_eval.leaderboard.markdown_escape import md_text
-from longctx_eval.results import LatencyStats, TaskResult
+from longctx_eval.results import CompositeScore, LatencyStats, TaskResult
 from longctx_eval.scoring.labels import DASH
 
 Board = Sequence[tuple[str, TaskResult]]
@@ -27,7 +27,7 @@ COMPOSITE_NOTE = (
     "Composite score of served models (`composite`): sum(weight x component) / sum(weights); components in [0, 1]: "
     "throughput = output tok/s / 1000, latency = 1 - P95 / 0.2 s (of the latency named), recall = the task's "
     "pooled primary metric, fidelity = mean MiniLM cosine of answer and reference over n answers (each clipped "
-    "to [0, 1]); raw inputs in parentheses:"
+    "to [0, 1]); a failed request counts 0 in recall and fidelity; raw inputs in parentheses:"
 )
 
 
@@ -63,6 +63,13 @@ def serving_rows(board: Board) -> list[list[str]]:
     return rows
 
 
+def failed_note(c: CompositeScore) -> str:
+    """' (3 failed requests counted 0)', or nothing when none failed."""
+    if not c.failed_as_zero:
+        return ""
+    return f" ({c.failed_as_zero} failed request{'s' * (c.failed_as_zero != 1)} counted 0)"
+
+
 def composite_rows(board: Board) -> list[list[str]]:
     """Per model with a composite: name, value, each component with its raw input, and the weights."""
     rows = []
@@ -74,7 +81,7 @@ def composite_rows(board: Board) -> list[list[str]]:
         rows.append(
             [
                 name,
-                f"{c.value:.3f}",
+                f"{c.value:.3f}" + failed_note(c),
                 f"{c.throughput:.3f} ({c.output_tokens_per_s:,.1f} tok/s)",
                 f"{c.latency:.3f} ({c.latency_metric} P95 {c.latency_p95_s:.3g} s)",
                 f"{c.recall:.3f} ({c.recall_metric})",

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import cast
 
 from longctx_eval.leaderboard.markdown_escape import md_text
+from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL
 from longctx_eval.results import RunResult
 from longctx_eval.scoring.labels import length_label
 from longctx_eval.scoring.paired_scores import PairKey, SampleScore, join, paired_differences
@@ -35,7 +36,8 @@ class LeaderTest:
     untestable: str = ""
     n: int = 0
     difference: float = 0.0
-    ci95: tuple[float, float] = (0.0, 0.0)
+    ci95: tuple[float, float] | None = None
+    """None with fewer than MIN_N_FOR_INTERVAL shared samples."""
     test: str = ""
     p_value: float = 1.0
     lengths: tuple[int, ...] = ()
@@ -47,6 +49,12 @@ class LeaderTest:
     def ahead(self) -> bool:
         """Significantly ahead: higher on the shared samples and p < ALPHA."""
         return not self.untestable and self.difference > 0 and self.p_value < ALPHA
+
+    def _interval(self) -> str:
+        """'[+0.010, +0.200]' or 'no interval (n < 5)'."""
+        if self.ci95 is None:
+            return f"(no interval: n < {MIN_N_FOR_INTERVAL})"
+        return f"[{self.ci95[0]:+.3f}, {self.ci95[1]:+.3f}]"
 
     def sentence(self, name: Callable[[str], str] = str) -> str:
         """One sentence saying what was tested and the verdict: plain text, or Markdown with `name=md_text`
@@ -62,7 +70,7 @@ class LeaderTest:
         where = ", ".join(length_label(n) for n in self.lengths)
         refused = f"; {self.refused} pair(s) of another design refused" if self.refused else ""
         return (
-            f"{head} {verdict.capitalize()}: {self.difference:+.3f} [{self.ci95[0]:+.3f}, {self.ci95[1]:+.3f}] on "
+            f"{head} {verdict.capitalize()}: {self.difference:+.3f} {self._interval()} on "
             f"{self.n} shared samples ({where}{refused}), {test} p = {_p(self.p_value)} "
             f"(significant: p < {ALPHA}, one paired test for this task alone)."
         )

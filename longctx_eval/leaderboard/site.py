@@ -46,6 +46,7 @@ from longctx_eval.leaderboard.merge import MergeNote
 from longctx_eval.leaderboard.noise import FLOOR_LEGEND
 from longctx_eval.leaderboard.serving import serving_sections
 from longctx_eval.leaderboard.significance import leader_test
+from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL
 from longctx_eval.results import Coverage, LatencyStats, RunResult, TaskResult, strata_coverage, task_failed
 from longctx_eval.scoring.comparison import holm_rows, is_significant, p_text
 from longctx_eval.scoring.labels import DASH, length_label
@@ -341,7 +342,8 @@ def compare_page(a: str, b: str, boards: Comparison, links: Links) -> str:
         f"<p>Paired differences ({escape(a)} minus {escape(b)}) of each task's primary score, over the samples "
         "both models scored with the same context (same sample id and the same haystack: a sample built in "
         "another tokenizer is never paired). Interval: 95% percentile bootstrap over the pairs (2000 resamples, "
-        "seeded). p: the paired test's two-sided p-value (McNemar's exact test for 0/1 scores, a sign-flip "
+        f"seeded; none under {MIN_N_FOR_INTERVAL} pairs). p: the paired test's two-sided p-value (McNemar's exact "
+        "test for 0/1 scores, a sign-flip "
         "permutation test otherwise); Holm p: adjusted by Holm's correction across every cell of this page "
         "(a one-length task's pooled row repeats its cell); <strong>significant</strong> when Holm p &lt; 0.05, "
         "as `longctx-eval compare` decides. Better: samples where one scored higher.</p>",
@@ -358,7 +360,7 @@ def compare_page(a: str, b: str, boards: Comparison, links: Links) -> str:
                 (str(d.n), d.n),
                 (f"{d.mean_a:.3f}", d.mean_a),
                 (f"{d.mean_b:.3f}", d.mean_b),
-                (f"{d.difference:+.3f} [{d.ci95[0]:+.3f}, {d.ci95[1]:+.3f}]", d.difference),
+                (escape(f"{d.difference:+.3f} {d.interval_text()}"), d.difference),
                 ("yes" if is_significant(holm_p) else "no", int(is_significant(holm_p))),
                 (str(d.a_better), d.a_better),
                 (str(d.b_better), d.b_better),

@@ -7,6 +7,18 @@ from collections.abc import Callable
 import numpy as np
 
 N_RESAMPLES = 2000
+MIN_N_FOR_INTERVAL = 5
+"""Fewer samples (or pairs) than this show their value with no interval: every renderer and `compare` use it."""
+
+
+def has_interval(n: int) -> bool:
+    """Whether `n` samples (or pairs) are enough to show an interval."""
+    return n >= MIN_N_FOR_INTERVAL
+
+
+def no_interval_text(n: int) -> str:
+    """What is shown instead of an interval over `n` samples: 'n=2, no interval (n < 5)'."""
+    return f"n={n}, no interval (n < {MIN_N_FOR_INTERVAL})"
 
 
 def replicates(

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from longctx_eval.errors import ConfigError, OutputError, RunFileError
-from longctx_eval.metrics.bootstrap import N_RESAMPLES
+from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL, N_RESAMPLES
 from longctx_eval.results import RunResult, TaskResult, read_run
 from longctx_eval.run_folder.score_lines import scores_path
 from longctx_eval.scoring.labels import length_label
@@ -222,7 +222,8 @@ def to_json(c: RunComparison) -> dict[str, Any]:
         "b": {"run": str(c.run_b), "model": c.model_b},
         "seed": c.seed,
         "alpha": ALPHA,
-        "interval": f"95% percentile bootstrap over the pairs ({N_RESAMPLES} resamples, seed {c.seed})",
+        "interval": f"95% percentile bootstrap over the pairs ({N_RESAMPLES} resamples, seed {c.seed}); "
+        f"null under {MIN_N_FOR_INTERVAL} pairs",
         "tests": TESTS,
         "sign_flip_resamples": N_FLIPS,
         "holm_family": c.family,
@@ -245,7 +246,7 @@ def to_json(c: RunComparison) -> dict[str, Any]:
                         "mean_a": r.mean_a,
                         "mean_b": r.mean_b,
                         "difference": r.difference,
-                        "ci95": list(r.ci95),
+                        "ci95": None if r.ci95 is None else list(r.ci95),
                         "a_better": r.a_better,
                         "b_better": r.b_better,
                         "p_value": r.p_value,
@@ -267,7 +268,8 @@ def to_text(c: RunComparison) -> str:
     lines = [
         f"{c.model_a} ({c.run_a}) vs {c.model_b} ({c.run_b}): A - B of each task's primary metric, "
         "paired by sample id and design (same context, question and gold)",
-        f"interval: 95% paired bootstrap ({N_RESAMPLES} resamples, seed {c.seed}); p: "
+        f"interval: 95% paired bootstrap ({N_RESAMPLES} resamples, seed {c.seed}; none under "
+        f"{MIN_N_FOR_INTERVAL} pairs); p: "
         + "; ".join(f"{name} = {text}" for name, text in TESTS.items() if any(t.test == name for t in c.tasks))
         + f"; Holm-adjusted over {c.family} test(s); significant: Holm p < {ALPHA}",
     ]
@@ -290,7 +292,7 @@ def to_text(c: RunComparison) -> str:
                 f"{r.mean_a:.3f}",
                 f"{r.mean_b:.3f}",
                 f"{r.difference:+.3f}",
-                f"[{r.ci95[0]:+.3f}, {r.ci95[1]:+.3f}]",
+                r.interval_text(),
                 p_text(r.p_value),
                 p_text(p) + ("" if on else "*"),
                 "yes" if is_significant(p) else "no",

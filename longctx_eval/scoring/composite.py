@@ -2,9 +2,10 @@
 
     throughput = clip(output tokens/s / 1000, 0, 1)        aggregate output tokens/s of the task
     latency    = clip(1 - P95 latency (s) / 0.200, 0, 1)   P95 time to first token by default (or end to end)
-    recall     = the task's primary metric, pooled          (0-1 scores only)
+    recall     = the task's primary metric, pooled, with each failed request counted 0 (0-1 scores only):
+                 pooled x successes / (successes + failures)
     fidelity   = mean cosine(MiniLM(answer), MiniLM(reference)) over the samples that fit the window,
-                 clipped to [0, 1]; a failed or empty answer counts 0
+                 clipped to [0, 1]; a failed (status `error`) or empty answer counts 0
     composite  = sum(w_i * component_i) / sum(w_i)          default weights 0.3 / 0.25 / 0.25 / 0.2
 
 Every component, its raw input and the weights are written beside the composite, so nobody has to trust the
@@ -119,8 +120,10 @@ def composite_score(
     fidelity: float,
     fidelity_n: int,
     config: CompositeConfig = CompositeConfig(),  # noqa: B008  (frozen, immutable)
+    failed: int = 0,
 ) -> CompositeScore:
-    """The composite from its four raw inputs; every component and the weights are kept in the record."""
+    """The composite from its four raw inputs (`recall` and `fidelity` already counting the `failed` requests
+    as 0); every component and the weights are kept in the record."""
     if not 0.0 <= recall <= 1.0:
         raise ValueError(f"recall {recall_metric}={recall} is not a 0-1 score")
     components = {
@@ -143,6 +146,7 @@ def composite_score(
         latency_p95_s=latency_p95_s,
         recall_metric=recall_metric,
         fidelity_n=fidelity_n,
+        failed_as_zero=failed,
     )
 
 
@@ -183,9 +187,11 @@ def task_composite(
     golds: Sequence[Mapping[str, object]],
     config: CompositeConfig,
     embed: Embed | None = None,
+    failed: int = 0,
 ) -> tuple[CompositeScore | None, str | None]:
-    """A task's composite from its serving stats, pooled primary metric (name, value) and the answers and gold of
-    the samples that fit the window; (None, reason) when a component cannot be computed."""
+    """A task's composite from its serving stats, pooled primary metric (name, value, over the successes) and the
+    answers and gold of the samples that fit the window, of which `failed` failed (each counts 0 in recall and
+    fidelity); (None, reason) when a component cannot be computed."""
     inputs = serving_inputs(serving, config.latency)
     if inputs is None:
         return None, None  # not a served run: no composite, nothing to say
@@ -201,11 +207,12 @@ def task_composite(
     score = composite_score(
         output_tokens_per_s=tps,
         latency_p95_s=p95,
-        recall=primary[1],
+        recall=primary[1] * (len(refs) - failed) / len(refs),
         recall_metric=primary[0],
         fidelity=fidelity,
         fidelity_n=len(refs),
         config=config,
+        failed=failed,
     )
     return score, None
 
@@ -226,13 +233,14 @@ def with_composite(
     pooled = next(
         (r for r in result.results if r.metric == primary_metric and r.length is None and r.depth is None), None
     )
-    fitting = [(s, rec) for s, rec in zip(samples, records, strict=True) if rec.get("status") == "ok"]
+    fitting = [(s, rec) for s, rec in zip(samples, records, strict=True) if rec.get("status") in ("ok", "error")]
     score, reason = task_composite(
         serving,
         None if pooled is None else (pooled.metric, pooled.value),
-        [rec.get("answer") for _, rec in fitting],
+        [rec.get("answer") if rec.get("status") == "ok" else None for _, rec in fitting],
         [s.gold for s, _ in fitting],
         config,
+        failed=sum(rec.get("status") == "error" for _, rec in fitting),
     )
     update: dict[str, object] = {"composite": score}
     if reason is not None:

@@ -3,7 +3,8 @@ and LEADERBOARD.md."""
 
 from __future__ import annotations
 
-from longctx_eval.results import ContrastResult, EffectiveLength, MetricResult
+from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL, has_interval, no_interval_text
+from longctx_eval.results import CompositeScore, ContrastResult, EffectiveLength, MetricResult
 
 DASH = "—"
 
@@ -20,15 +21,24 @@ def format_number(value: float, unit_interval: bool) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def format_cell(row: MetricResult | None) -> str:
-    """'0.80 [0.60, 0.95] n=20', '0.14 n=1' (one sample has no interval), or a dash when not reported."""
+def format_cell(row: MetricResult | None, n_label: str | None = None) -> str:
+    """'0.80 [0.60, 0.95] n=20', '0.14 n=2, no interval (n < 5)' (too few samples), or a dash when not reported;
+    `n_label` replaces the 'n=20' count (a partial cell's 'n=2/5')."""
     if row is None:
         return DASH
     unit = all(0.0 <= v <= 1.0 for v in (row.value, *row.ci95))
-    if row.n <= 1:
-        return f"{format_number(row.value, unit)} n={row.n}"
+    count = n_label or f"n={row.n}"
+    if not has_interval(row.n):
+        return f"{format_number(row.value, unit)} {count}, no interval (n < {MIN_N_FOR_INTERVAL})"
     lo, hi = (format_number(v, unit) for v in row.ci95)
-    return f"{format_number(row.value, unit)} [{lo}, {hi}] n={row.n}"
+    return f"{format_number(row.value, unit)} [{lo}, {hi}] {count}"
+
+
+def summary_value(row: MetricResult) -> str:
+    """A pooled metric in the run summary: 'score=0.800 [0.60, 0.95]' or 'score=0.500 n=2, no interval (n < 5)'."""
+    if not has_interval(row.n):
+        return f"{row.metric}={row.value:.3f} {no_interval_text(row.n)}"
+    return f"{row.metric}={row.value:.3f} [{row.ci95[0]:.2f}, {row.ci95[1]:.2f}]"
 
 
 def length_label(length: int | None) -> str:
@@ -96,3 +106,9 @@ def contrast_sentence(c: ContrastResult) -> str:
         f"{c.name} ({c.metric}: {contrast_label(c)}, {where}): {format_difference(c)} "
         f"({c.value_a:.2f} n={c.n_a} vs {c.value_b:.2f} n={c.n_b})"
     )
+
+
+def composite_sentence(c: CompositeScore) -> str:
+    """'composite 0.274 (3 of 5 failed requests counted 0)' for the run summary."""
+    failed = f" ({c.failed_as_zero} of {c.fidelity_n} failed requests counted 0)" if c.failed_as_zero else ""
+    return f"composite {c.value:.3f}{failed}"

@@ -25,7 +25,7 @@ import numpy as np
 
 from longctx_eval.errors import RunFileError
 from longctx_eval.metrics.aggregate import column_mean
-from longctx_eval.metrics.bootstrap import bootstrap_ci
+from longctx_eval.metrics.bootstrap import bootstrap_ci, has_interval, no_interval_text
 from longctx_eval.progress import console, console_text
 from longctx_eval.run_folder.json_lines import read_records
 from longctx_eval.run_folder.sample_lines import SAMPLE_LINE, sample_line_problem, samples_path
@@ -78,16 +78,23 @@ class PairedDifference:
     mean_a: float
     mean_b: float
     difference: float
-    ci95: tuple[float, float]
+    ci95: tuple[float, float] | None
+    """None with fewer than MIN_N_FOR_INTERVAL pairs: too few to show an interval."""
     a_better: int
     b_better: int
     test: str = ""
     p_value: float = 1.0
 
+    def interval_text(self) -> str:
+        """'[+0.010, +0.200]', or 'n=2, no interval (n < 5)' when too few pairs to show one."""
+        if self.ci95 is None:
+            return no_interval_text(self.n)
+        return f"[{self.ci95[0]:+.3f}, {self.ci95[1]:+.3f}]"
+
     @property
     def significant(self) -> bool:
         """The 95% interval excludes 0."""
-        return self.ci95[0] > 0 or self.ci95[1] < 0
+        return self.ci95 is not None and (self.ci95[0] > 0 or self.ci95[1] < 0)
 
 
 def read_sample_scores(run_dir: Path, task: str) -> dict[PairKey, SampleScore]:
@@ -193,7 +200,7 @@ def _difference(
     va = np.array([a[k].scores[field] for k in keys])
     vb = np.array([b[k].scores[field] for k in keys])
     diff = va - vb
-    lo, hi = bootstrap_ci(diff, column_mean, seed=seed)
+    ci95 = bootstrap_ci(diff, column_mean, seed=seed) if has_interval(len(keys)) else None
     test, p = paired_test(va, vb, seed=seed)
     return PairedDifference(
         length=length,
@@ -201,7 +208,7 @@ def _difference(
         mean_a=float(va.mean()),
         mean_b=float(vb.mean()),
         difference=float(diff.mean()),
-        ci95=(lo, hi),
+        ci95=ci95,
         a_better=int((diff > 0).sum()),
         b_better=int((diff < 0).sum()),
         test=test,

@@ -48,7 +48,7 @@ from longctx_eval.scoring.composite import CompositeConfig, with_composite
 from longctx_eval.scoring.contrasts import contrast_results
 from longctx_eval.scoring.curves import curve_results
 from longctx_eval.scoring.effective_length import EffectiveLengthConfig, effective_lengths
-from longctx_eval.scoring.labels import contrast_sentence, effective_sentence
+from longctx_eval.scoring.labels import composite_sentence, contrast_sentence, effective_sentence, summary_value
 from longctx_eval.scoring.latency import serving_section
 from longctx_eval.scoring.rows import metric_row
 from longctx_eval.scoring.slicing import evaluated, length_of, slice_rows
@@ -429,7 +429,7 @@ def print_summary(report: ScoreReport, announced: Iterable[str] = ()) -> None:
     # markup=False, a value beside the line's own markup goes through console_text (issue 39).
     for t in report.run.tasks:
         pooled = [r for r in t.results if r.length is None and r.depth is None]
-        text = ", ".join(f"{r.metric}={r.value:.3f} [{r.ci95[0]:.2f}, {r.ci95[1]:.2f}]" for r in pooled)
+        text = ", ".join(summary_value(r) for r in pooled)
         if task_failed(t):
             text = f"failed: {failure_summary(t.failures)}; nothing was scored (re-run the same command to retry)"
         elif t.over_length and t.over_length == t.n_samples:
@@ -445,6 +445,8 @@ def print_summary(report: ScoreReport, announced: Iterable[str] = ()) -> None:
                 highlight=False,
                 markup=False,
             )
+        if t.composite is not None:
+            console.print(f"  {t.name} {composite_sentence(t.composite)}", highlight=False, markup=False)
         for e in t.effective_length:
             console.print(f"  {t.name} {effective_sentence(e)}", highlight=False, markup=False)
         for c in t.contrasts:

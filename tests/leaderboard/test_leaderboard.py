@@ -488,7 +488,7 @@ def test_over_window_not_evaluated_and_partial_cells(tmp_path: Path) -> None:
     assert header == "| model | 1K | 2K | 4K | 16K | all (1K, 2K) |"  # the pooled column names what it pools
     row = next(line for line in alpha.splitlines() if line.startswith("| **m**")).split(" | ")
     assert row[1] == "0.90 [0.75, 1.00] n=5"
-    assert row[2] == "0.60 [0.45, 0.70] n=2/5"
+    assert row[2] == "0.60 n=2/5, no interval (n < 5)"  # 2 samples: no interval
     assert row[3] == "not evaluated"
     assert row[4] == "n/a (over window)"
     assert row[5].startswith("0.75 ") and row[5].endswith("n=7/10 |")  # 16K and 4K are not pooled
@@ -507,10 +507,10 @@ def test_a_limited_cell_is_not_partial_when_the_limit_was_run_whole(tmp_path: Pa
     update_leaderboard([put(entry, tmp_path / "m.json")], out, now=NOW, min_n=1)
     alpha = section((out / "LEADERBOARD.md").read_text(), "alpha")
     row = next(line for line in alpha.splitlines() if line.startswith("| **m**")).split(" | ")
-    assert row[1].endswith("n=2 (limit: 2 of 5)")
-    assert row[2].endswith("n=1/2 (limit: 2 of 5)")  # partial against what the limit took, not the grid
-    assert row[3].endswith("n=1")
-    assert row[4].endswith("n=4/5 (limit: 5 of 11) |")  # pooled: 2 + 2 + 1 expected
+    assert row[1].endswith("n=2, no interval (n < 5) (limit: 2 of 5)")
+    assert row[2].endswith("n=1/2, no interval (n < 5) (limit: 2 of 5)")  # partial against what the limit took
+    assert row[3].endswith("n=1, no interval (n < 5)")
+    assert row[4].endswith("n=4/5, no interval (n < 5) (limit: 5 of 11) |")  # pooled: 2 + 2 + 1 expected
     fig = task_figure("alpha", [entry], 1)
     assert fig is not None
     assert [t.get_text() for t in panel_axes(fig)[0].texts] == ["0.90", "0.60*", "0.50", "0.67*"]

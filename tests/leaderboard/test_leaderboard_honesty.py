@@ -116,7 +116,7 @@ def test_low_n_cells_are_marked_and_kept_out_of_effective_length_and_contrasts(t
     assert row[1] == "0.90 [0.80, 1.00] n=40"  # 40 >= 30: no mark
     assert row[2] == "0.50 [0.40, 0.60] n=5 (low n)"
     assert row[-1].startswith("low n (2K)")  # the effective length ran over a low-n length: not shown
-    assert _line(alpha, "one")[2] == "0.14 n=1 (low n)"  # one sample: no interval
+    assert _line(alpha, "one")[2] == "0.14 n=1, no interval (n < 5) (low n)"  # one sample: no interval
     assert "| **few** | drop | low n (3 vs 3) |" in alpha  # no difference from 3 vs 3 samples
     assert "0.40 [0.00, 0.80]" not in alpha
     assert "**low n**: fewer than 30 samples" in md

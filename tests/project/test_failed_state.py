@@ -131,7 +131,7 @@ def test_partial_and_total_failures_are_counted_shown_and_exit_non_zero(tmp_path
 
     update_leaderboard([out], tmp_path / "board")
     page = (tmp_path / "board" / "LEADERBOARD.md").read_text()
-    assert "1.00 n=1/2 (low n, 1 failed)" in page  # the 64-token cell: one sample, no interval
+    assert "1.00 n=1/2, no interval (n < 5) (low n, 1 failed)" in page  # the 64-token cell: one sample, no interval
     assert "RuntimeError: out of memory at 64 tokens (1)" in page
 
     assert _run(out, plugins, "flaky", "--task-arg", "flaky.fail=all") == 0
@@ -139,7 +139,7 @@ def test_partial_and_total_failures_are_counted_shown_and_exit_non_zero(tmp_path
     assert not task_failed(task) and task.errors == 1  # resume re-sent only the failed sample; it failed again
     update_leaderboard([out], tmp_path / "board")
     page = (tmp_path / "board" / "LEADERBOARD.md").read_text()
-    assert "n=1/2 (low n, 1 failed)" in page  # the 3 earlier successes stand; the one retried failed again
+    assert "n=1/2, no interval (n < 5) (low n, 1 failed)" in page  # the 3 earlier successes stand
 
     assert _run(out, plugins, "flaky", "--task-arg", "flaky.fail=none") == 0  # the failed one re-run, scored
     task = read_run(out / "oracle" / "run.json").tasks[0]

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
+import longctx_eval.scoring.composite as composite_module
 from longctx_eval.errors import ConfigError
-from longctx_eval.results import TaskResult
+from longctx_eval.leaderboard.serving import composite_rows, failed_note
+from longctx_eval.results import CompositeScore, MetricResult, TaskResult
+from longctx_eval.sample import Sample
 from longctx_eval.scoring.composite import (
     DEFAULT_WEIGHTS,
     CompositeConfig,
@@ -18,7 +22,9 @@ from longctx_eval.scoring.composite import (
     semantic_fidelity,
     task_composite,
     throughput_score,
+    with_composite,
 )
+from longctx_eval.scoring.labels import composite_sentence
 
 
 def test_normalisation_is_the_documented_one():
@@ -98,3 +104,53 @@ def test_composite_is_in_the_run_file_schema():
     schema = TaskResult.model_json_schema()
     assert "composite" in schema["properties"]
     assert set(schema["$defs"]["CompositeScore"]["required"]) >= {"value", "weights", "throughput", "fidelity"}
+
+
+AUDIT_COSINE = 0.373521  # the audit's MiniLM cosine of each of the 2 successful answers (issue 38)
+
+
+def _fake_embed(texts: list[str]) -> np.ndarray:
+    """Every reference on [1, 0]; an answer 'hit' on it (cosine 1), any other answer at cosine AUDIT_COSINE."""
+    c = AUDIT_COSINE
+    table = {"ref": [1.0, 0.0], "hit": [1.0, 0.0]}
+    return np.array([table.get(t, [c, (1 - c * c) ** 0.5]) for t in texts])
+
+
+def _served(recall: float, statuses: list[str], answers: list[str]) -> CompositeScore:
+    samples = [Sample(f"s{i}", "ctx", "q", {"answers": ["ref"]}, {"target_tokens": 1024}) for i in range(5)]
+    records = [{"status": st, "answer": a if st == "ok" else None} for st, a in zip(statuses, answers, strict=True)]
+    pooled = MetricResult(metric="score", length=None, value=recall, n=2, ci95=(0.0, 1.0))
+    serving = {"throughput": {"output_tokens_per_s": 137.08}, "ttft_s": {"p95": 0.037808}}
+    result = TaskResult.model_construct(results=[pooled], warnings=[], serving=serving)
+    out = with_composite(result, "score", samples, records)
+    assert out.composite is not None
+    return out.composite
+
+
+def test_a_failed_request_counts_zero_in_the_composite(monkeypatch):
+    monkeypatch.setattr(composite_module, "_EMBED", _fake_embed)
+    statuses = ["ok", "error", "error", "ok", "error"]
+    c = _served(0.0, statuses, ["other", "", "", "other", ""])
+    # the documented formula by hand: fidelity over all 5 with each failure 0; recall 0 as in the audit
+    throughput, latency, fidelity = 137.08 / 1000, 1 - 0.037808 / 0.2, 2 * AUDIT_COSINE / 5
+    assert c.fidelity == pytest.approx(fidelity) and c.fidelity_n == 5 and c.failed_as_zero == 3
+    assert c.value == pytest.approx(0.3 * throughput + 0.25 * latency + 0.25 * 0.0 + 0.2 * fidelity)
+    assert round(c.value, 3) == 0.274  # was 0.319 with the failures left out
+    # recall: the pooled metric over the 2 successes (0.5) counts the 3 failures 0 too
+    c = _served(0.5, statuses, ["hit", "", "", "other", ""])
+    assert c.recall == pytest.approx(0.5 * 2 / 5) and c.fidelity == pytest.approx((1 + AUDIT_COSINE) / 5)
+    # nothing failed: unchanged, and the count says 0
+    c = _served(0.5, ["ok"] * 5, ["hit", "other", "other", "other", "other"])
+    assert c.recall == 0.5 and c.failed_as_zero == 0 and c.fidelity == pytest.approx((1 + 4 * AUDIT_COSINE) / 5)
+
+
+def test_the_failed_count_is_shown_in_words():
+    c = composite_score(
+        output_tokens_per_s=137.08, latency_p95_s=0.04, recall=0.2, recall_metric="score", fidelity=0.1,
+        fidelity_n=5, failed=3,
+    )  # fmt: skip
+    assert composite_sentence(c).endswith("(3 of 5 failed requests counted 0)")
+    assert failed_note(c) == " (3 failed requests counted 0)"
+    assert composite_rows([("m", TaskResult.model_construct(composite=c))])[0][1].endswith("counted 0)")
+    none = c.model_copy(update={"failed_as_zero": 0})
+    assert composite_sentence(none) == f"composite {none.value:.3f}" and failed_note(none) == ""

@@ -1,0 +1,41 @@
+"""Issue 38: fewer than MIN_N_FOR_INTERVAL samples or pairs show their value with no interval on every surface."""
+
+from __future__ import annotations
+
+from longctx_eval.leaderboard.site import Links, compare_page
+from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL, has_interval
+from longctx_eval.results import MetricResult
+from longctx_eval.scoring.labels import format_cell, summary_value
+from longctx_eval.scoring.paired_scores import SampleScore, paired_differences
+
+
+def _row(n: int) -> MetricResult:
+    return MetricResult(metric="score", length=None, value=0.5, n=n, ci95=(0.0, 0.0) if n < 5 else (0.3, 0.7))
+
+
+def _scores(values: list[float]) -> dict[tuple[str, str], SampleScore]:
+    return {(f"s{i}", "ctx"): SampleScore(length=1024, scores={"score": v}) for i, v in enumerate(values)}
+
+
+def test_one_threshold():
+    assert MIN_N_FOR_INTERVAL == 5 and not has_interval(4) and has_interval(5)
+
+
+def test_console_and_board_cells_at_n2():
+    assert summary_value(_row(2)) == "score=0.500 n=2, no interval (n < 5)"
+    assert format_cell(_row(2)) == "0.50 n=2, no interval (n < 5)"
+    assert format_cell(_row(2), "n=2/5") == "0.50 n=2/5, no interval (n < 5)"
+    assert "[0.00, 0.00]" not in summary_value(_row(4)) + format_cell(_row(4))
+    assert summary_value(_row(5)) == "score=0.500 [0.30, 0.70]"
+    assert format_cell(_row(5)) == "0.50 [0.30, 0.70] n=5"
+
+
+def test_compare_with_one_pair_has_no_interval():
+    a, b = _scores([1.0]), _scores([0.0])
+    rows = paired_differences(a, b, "score")
+    assert rows and all(r.ci95 is None and not r.significant for r in rows)
+    assert rows[-1].interval_text() == "n=1, no interval (n < 5)"
+    five = paired_differences(_scores([1.0, 1.0, 0.0, 1.0, 1.0]), _scores([0.0] * 5), "score")
+    assert five[-1].ci95 is not None and five[-1].interval_text().startswith("[")
+    page = compare_page("A", "B", {"needle": ("score", rows)}, Links({}, {}, {}, {}))
+    assert "[-1" not in page and "[+1" not in page and "no interval" in page and "n &lt; 5" in page
