@@ -8,7 +8,7 @@ divergence between the gold relevance distribution and the softmax of the scores
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 
 from data_builders import get_source
 from data_builders.haystack.cluster import haystack_cluster
@@ -17,11 +17,13 @@ from data_builders.retrieval.docs import (
     RECALL_KS,
     RETRIEVAL,
     RetrievalDoc,
+    build_retrieval_doc,
+    draw_retrieval_doc,
     lexical_overlap,
-    retrieval_docs,
 )
 from longctx_eval import Hit, Prediction, Request, Sample, Score, Task, Tokenizer, any_of, between, curve, mean, task
 from longctx_eval.metrics.retrieval import ranking_scores
+from longctx_eval.sample_plan import Planned, PlannedDataset
 
 CURVE_KS = RECALL_KS
 REPORTED_KS = (1, 5, 10, 20, 50, 100)
@@ -100,16 +102,32 @@ def retrieval(
     topics: int = DEFAULT_TOPICS,
     source: str = "austen",
 ) -> Task:
-    def samples() -> Iterator[Sample]:
+    def plan() -> Iterator[Planned]:
+        """Every query of every document, drawn without assembling any document (the draw needs no tokenizer)."""
+        for length in lengths:
+            for index in range(docs_per_length):
+                draw = draw_retrieval_doc(length, index, seed, topics)
+                cluster = haystack_cluster(draw.haystack_seed)
+                for q in draw.queries:
+                    yield Planned(q.id, {"target_tokens": length, "stratum": q.bucket, "cluster": cluster})
+
+    def build(chosen: Sequence[Planned]) -> Iterator[Sample]:
+        """The chosen queries' samples, in plan order: only the documents that hold one are assembled."""
         if tokenizer is None:
             raise ValueError("retrieval samples are measured in the evaluated model's tokenizer; none was given")
         src = get_source(source)
-        for doc in retrieval_docs(src, tokenizer, lengths, docs_per_length, seed, topics):
-            yield from samples_of(doc, seed=seed, source=src.name, source_sha256=src.sha256, tokenizer=tokenizer.name)
+        ids = {p.id for p in chosen}
+        for length in lengths:
+            for index in range(docs_per_length):
+                if not any(q.id in ids for q in draw_retrieval_doc(length, index, seed, topics).queries):
+                    continue
+                doc = build_retrieval_doc(src, tokenizer, length, index, seed, topics)
+                meta = {"seed": seed, "source": src.name, "source_sha256": src.sha256, "tokenizer": tokenizer.name}
+                yield from (s for s in samples_of(doc, **meta) if s.id in ids)
 
     ks = CURVE_KS
     return Task(
-        dataset=samples,
+        dataset=PlannedDataset(plan, build),
         prompt=query_request,
         scorer=retrieval_score,
         metrics=[

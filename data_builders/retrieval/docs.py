@@ -118,15 +118,27 @@ def _check_topics(topics: int) -> None:
         raise ConfigError(f"topics: expected an integer from 1 to {len(BANK)} (topic kinds), got {topics!r}")
 
 
-def build_retrieval_doc(
-    source: HaystackSource, tokenizer: Tokenizer, length: int, index: int, seed: int, topics: int = DEFAULT_TOPICS
-) -> RetrievalDoc:
-    """Document `index` of `length` tokens; deterministic in (source, tokenizer, length, index, seed, topics)."""
+@dataclass(frozen=True)
+class DocDraw:
+    """What a document's generator draws before any text is assembled: its planted sentences, where they go,
+    its queries and its haystack's seed (cheap: no tokenizer, no haystack)."""
+
+    doc_id: str
+    length: int
+    index: int
+    sentences: tuple[tuple[str, str, str, int, bool], ...]  # text, subject, kind, fact, target
+    slots: tuple[float, ...]
+    queries: tuple[Query, ...]
+    haystack_seed: int
+
+
+def draw_retrieval_doc(length: int, index: int, seed: int, topics: int = DEFAULT_TOPICS) -> DocDraw:
+    """Document `index`'s draw: deterministic in (length, index, seed, topics); `build_retrieval_doc` assembles it."""
     _check_topics(topics)
     rng = random.Random(sha256_json(["retrieval", seed, length, index, topics]))
     kinds: list[TopicKind] = rng.sample(BANK, topics)
     names = _names(rng, 2 * topics)
-    sentences: list[tuple[str, str, str, int, bool]] = []  # text, subject, kind, fact, target
+    sentences: list[tuple[str, str, str, int, bool]] = []
     plans = []
     for t, kind in enumerate(kinds):
         subject, twin = names[2 * t], names[2 * t + 1]
@@ -147,7 +159,28 @@ def build_retrieval_doc(
     slots = [0.02 + 0.96 * (i + rng.uniform(0.2, 0.8)) / n for i in range(n)]
     rng.shuffle(slots)
     hseed = int(sha256_json(["retrieval-haystack", seed, length, index])[:8], 16)
-    doc = insert_sentences(source, tokenizer, length, [(s[0], d) for s, d in zip(sentences, slots, strict=True)], hseed)
+    doc_id = f"L{length}-doc{index}"
+    queries = []
+    for kind, subject, short, planted, medium_fact, long_fact, gold_of in plans:
+        base = f"{doc_id}-{kind.noun}"
+        queries += [
+            Query(f"{base}-short", short.format(N=subject), "short", kind.noun, subject,
+                  tuple(gold_of[f] for f in planted), True),
+            Query(f"{base}-medium", kind.facts[medium_fact].medium.format(N=subject), "medium", kind.noun, subject,
+                  (gold_of[medium_fact],), True),
+            Query(f"{base}-long", kind.facts[long_fact].long, "long", kind.noun, subject, (gold_of[long_fact],),
+                  False),
+        ]  # fmt: skip
+    return DocDraw(doc_id, length, index, tuple(sentences), tuple(slots), tuple(queries), hseed)
+
+
+def build_retrieval_doc(
+    source: HaystackSource, tokenizer: Tokenizer, length: int, index: int, seed: int, topics: int = DEFAULT_TOPICS
+) -> RetrievalDoc:
+    """Document `index` of `length` tokens; deterministic in (source, tokenizer, length, index, seed, topics)."""
+    draw = draw_retrieval_doc(length, index, seed, topics)
+    placed = [(s[0], d) for s, d in zip(draw.sentences, draw.slots, strict=True)]
+    doc = insert_sentences(source, tokenizer, length, placed, draw.haystack_seed)
     planted_out = tuple(
         Planted(
             text=sp.text,
@@ -161,21 +194,9 @@ def build_retrieval_doc(
             target=s[4],
             depth=round(sp.actual_depth, 4),
         )
-        for s, sp in zip(sentences, doc.spans, strict=True)
+        for s, sp in zip(draw.sentences, doc.spans, strict=True)
     )
-    doc_id = f"L{length}-doc{index}"
-    queries = []
-    for kind, subject, short, planted, medium_fact, long_fact, gold_of in plans:
-        base = f"{doc_id}-{kind.noun}"
-        queries += [
-            Query(f"{base}-short", short.format(N=subject), "short", kind.noun, subject,
-                  tuple(gold_of[f] for f in planted), True),
-            Query(f"{base}-medium", kind.facts[medium_fact].medium.format(N=subject), "medium", kind.noun, subject,
-                  (gold_of[medium_fact],), True),
-            Query(f"{base}-long", kind.facts[long_fact].long, "long", kind.noun, subject, (gold_of[long_fact],),
-                  False),
-        ]  # fmt: skip
-    return RetrievalDoc(doc_id, length, index, doc.context, planted_out, tuple(queries), hseed)
+    return RetrievalDoc(draw.doc_id, length, index, doc.context, planted_out, draw.queries, draw.haystack_seed)
 
 
 def retrieval_docs(

@@ -26,8 +26,9 @@ SMALL = {
     "needle_multiquery": {"per_length": 4, "source": "synthetic"},
     "needle_multivalue": {"per_length": 4, "source": "synthetic"},
     "cross_paragraph": {"hops": "2,3", "per_cell": 2, "source": "synthetic"},
+    "retrieval": {"docs_per_length": 2, "topics": 2, "source": "synthetic"},
 }
-LENGTHS = {"cross_paragraph": (1024,), "needle_multivalue": (640, 768), "needle_multikey": (640, 768)}
+LENGTHS = {"cross_paragraph": (1024,), "retrieval": (512, 640), "needle_multivalue": (640, 768), "needle_multikey": (640, 768)}
 
 
 @pytest.fixture(scope="module")
