@@ -6,6 +6,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -28,7 +29,12 @@ SMALL = {
     "cross_paragraph": {"hops": "2,3", "per_cell": 2, "source": "synthetic"},
     "retrieval": {"docs_per_length": 2, "topics": 2, "source": "synthetic"},
 }
-LENGTHS = {"cross_paragraph": (1024,), "retrieval": (512, 640), "needle_multivalue": (640, 768), "needle_multikey": (640, 768)}
+LENGTHS = {
+    "cross_paragraph": (1024,),
+    "retrieval": (512, 640),
+    "needle_multivalue": (640, 768),
+    "needle_multikey": (640, 768),
+}
 
 
 @pytest.fixture(scope="module")
@@ -116,36 +122,18 @@ def test_long_building_prints_progress(registry, minilm_tokenizer, monkeypatch, 
     assert "building needle samples at 448: 1/2 samples" in err and "2/2 samples" in err
 
 
+def _campaign_grid(out: Path, *extra: str) -> subprocess.CompletedProcess:
+    """`run --model bm25 --tasks needle --lengths 1024` on the campaign's 101 x 1,000 grid, with `extra`."""
+    grid = ["--task-arg", "needle.depths=101", "--task-arg", "needle.per_cell=1000"]
+    cmd = ["run", "--model", "bm25", "--tasks", "needle", "--lengths", "1024", *grid, *extra, "--out", str(out)]
+    return subprocess.run([sys.executable, "-m", "longctx_eval.cli", *cmd], capture_output=True, text=True, timeout=600)
+
+
 def test_the_campaigns_grid_with_limit_one_plans_at_once(tmp_path):
     """The fault campaign's case (depths=101, per_cell=1000, --limit 1, --dry-run) printed nothing for 105 s; it
     now builds one sample and prints its table (asserted by what it prints, not by how long it took)."""
     t0 = time.perf_counter()
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "longctx_eval.cli",
-            "run",
-            "--model",
-            "bm25",
-            "--tasks",
-            "needle",
-            "--lengths",
-            "1024",
-            "--task-arg",
-            "needle.depths=101",
-            "--task-arg",
-            "needle.per_cell=1000",
-            "--limit",
-            "1",
-            "--dry-run",
-            "--out",
-            str(tmp_path / "o"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    out = _campaign_grid(tmp_path / "o", "--limit", "1", "--dry-run")
     assert out.returncode == 0, out.stderr
     row = next(line for line in out.stdout.splitlines() if line.startswith("bm25"))
     assert row.split()[1:3] == ["needle", "1"], row  # one request
@@ -155,29 +143,7 @@ def test_the_campaigns_grid_with_limit_one_plans_at_once(tmp_path):
 def test_an_oversized_grid_is_refused_by_run_before_any_model_loads(tmp_path):
     """101 depths x 1,000 repetitions at one length with no --limit: one line, exit 2, no output folder made
     (the check reads the plan, which needs no tokenizer and no model)."""
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "longctx_eval.cli",
-            "run",
-            "--model",
-            "bm25",
-            "--tasks",
-            "needle",
-            "--lengths",
-            "1024",
-            "--task-arg",
-            "needle.depths=101",
-            "--task-arg",
-            "needle.per_cell=1000",
-            "--out",
-            str(tmp_path / "o"),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
+    out = _campaign_grid(tmp_path / "o")
     assert out.returncode == 2, out.stderr
     lines = [line for line in out.stderr.splitlines() if line.strip()]
     assert lines == [
