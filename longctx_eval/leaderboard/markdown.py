@@ -35,6 +35,7 @@ from longctx_eval.leaderboard.markdown_escape import md_code, md_text
 from longctx_eval.leaderboard.noise import FLOOR_LEGEND, floor_cells, resolution_cells, unit_metric
 from longctx_eval.leaderboard.serving import serving_sections
 from longctx_eval.leaderboard.significance import Samples, leader_lines
+from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL
 from longctx_eval.results import (
     ModelMeta,
     RunResult,
@@ -104,8 +105,9 @@ def cell_legend(min_n: int = DEFAULT_MIN_N) -> str:
         "request of the task failed; **not evaluated**: that length's samples were not run (`--limit`). "
         "**all** pools the lengths it names (never over-window ones; older run files: every length). "
         f"**low n**: fewer than {min_n} samples (the minimum n, `leaderboard --min-n`): the value is shown but "
-        "never ranked or sorted on, and no effective length or contrast is shown from it; a cell of one sample "
-        "shows no interval. Models are ranked only on the lengths they share, each with n at or above the "
+        "never ranked or sorted on, and no effective length or contrast is shown from it; a cell of fewer than "
+        f"{MIN_N_FOR_INTERVAL} samples shows no interval. Models are ranked only on the lengths they share, "
+        "each with n at or above the "
         "minimum: each table says its rule; a model sharing none (or with every cell low n) is listed under "
         "**Not ranked**, not ranked. Under each table: the task's **noise floor** and the **resolvable "
         "difference** at its cells' n (defined below)."
