@@ -158,3 +158,13 @@ def vllm_serve(log: Path) -> Iterator[VLLMServer]:
     )  # fmt: skip
     with _process(command, log, lambda: f"http://127.0.0.1:{port}", "vllm serve") as url:
         yield VLLMServer(url, log)
+
+
+def vllm_options(query: str) -> Any:
+    """The options of `vllm:smollm2-135m?query`, parsed without the prerequisite check (vLLM may be absent)."""
+    from longctx_eval.models.kinds import MODEL_KINDS
+    from longctx_eval.models.options import parse_options
+    from longctx_eval.models.spec import _pairs
+
+    raw = f"vllm:smollm2-135m?{query}"
+    return parse_options(MODEL_KINDS.get("vllm").options, _pairs(query, raw), "vllm", raw)

@@ -8,6 +8,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 import pytest
+from vllm_runs import vllm_options as options
 
 from longctx_eval.errors import ConfigError
 from longctx_eval.models.vllm.kv_cache import (
@@ -34,16 +35,6 @@ def smollm2_config():
     from longctx_eval.models.assets import smollm2_dir
 
     return AutoConfig.from_pretrained(str(smollm2_dir()))
-
-
-def options(query: str):
-    """The options of `vllm:smollm2-135m?query`, parsed without the prerequisite check (vLLM may be absent)."""
-    from longctx_eval.models.kinds import MODEL_KINDS
-    from longctx_eval.models.options import parse_options
-    from longctx_eval.models.spec import _pairs
-
-    raw = f"vllm:smollm2-135m?{query}"
-    return parse_options(MODEL_KINDS.get("vllm").options, _pairs(query, raw), "vllm", raw)
 
 
 def plan(config, query: str = "", cpu: bool = True, environ: dict[str, str] | None = None):
