@@ -9,11 +9,6 @@ from longctx_eval.results import CompositeScore, ContrastResult, EffectiveLength
 DASH = "—"
 
 
-def md_escape(text: str) -> str:
-    """Text safe in a Markdown table cell: pipes escaped, newlines and runs of blanks made one space."""
-    return " ".join(text.split()).replace("|", "\\|")
-
-
 def format_number(value: float, unit_interval: bool) -> str:
     """Two decimals for 0-1 metrics; otherwise whole numbers from 100 up, three significant digits below."""
     if unit_interval:
