@@ -14,7 +14,7 @@ import random
 import time
 from typing import Any
 
-from longctx_eval.sample import Request
+from longctx_eval import Request
 
 
 def needle_prompts(tokenizer: Any, length: int, n: int, seed: int = 0) -> list[Request]:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 from data_builders.coref.conll import CorefDocument, read_conll, write_conll
 from data_builders.coref.splits import data_root
-from longctx_eval.metrics.coref import score_clusters
+from longctx_eval.metrics import score_clusters
 
 
 def perturb(doc: CorefDocument, rng: random.Random) -> list[list[tuple[int, int]]]:

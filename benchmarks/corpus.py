@@ -10,7 +10,7 @@ from pathlib import Path
 
 from benchmarks.gpt2 import gpt2_tiktoken_tokenizer, gpt2_tokenizer
 from data_builders import assemble, get_source
-from longctx_eval.errors import LongctxError
+from longctx_eval import LongctxError
 
 PREFERRED_SOURCES = ("austen", "synthetic")
 

@@ -131,10 +131,10 @@ def serve_job(params: dict[str, Any]) -> dict[str, Any]:
     """Serve every sample with one retriever (empty cache folder), then check two samples without any cache."""
     os.environ["LONGCTX_EVAL_INDEX_CACHE"] = params["cache"]
     from data_builders.needle.grid import RETRIEVAL
+    from longctx_eval import Request
     from longctx_eval.models.kinds import MODEL_KINDS
     from longctx_eval.models.retrieval.index_cache import IndexCache
     from longctx_eval.models.spec import parse_spec
-    from longctx_eval.sample import Request
 
     hay, rows = _contexts(params)
     started = time.perf_counter()
@@ -232,7 +232,7 @@ def _vector_check(adapter: Any, dense: Any, embed: Any, context: str, n: int) ->
     from data_builders.needle.grid import RETRIEVAL
     from longctx_eval.models.retrieval.embedding_cache import Reuse
     from longctx_eval.models.retrieval.index_cache import shared_cache
-    from longctx_eval.text.chunking import ChunkConfig, chunk_document
+    from longctx_eval.text import ChunkConfig, chunk_document
 
     cfg = ChunkConfig(RETRIEVAL.chunk_tokens, RETRIEVAL.chunk_overlap, resync=adapter.chunking == "resync")
     texts = [c.text for c in chunk_document(context, adapter.tokenizer, cfg)]
@@ -254,7 +254,7 @@ def diff_job(params: dict[str, Any]) -> dict[str, Any]:
     """Chunks of each sample that are no chunk of the bare haystack (cut to L tokens), greedy and resync."""
     from data_builders.needle.grid import RETRIEVAL
     from longctx_eval.models.assets import load_tokenizer
-    from longctx_eval.text.chunking import ChunkConfig, chunk_document
+    from longctx_eval.text import ChunkConfig, chunk_document
 
     hay, rows = _contexts(params)
     tok = load_tokenizer("minilm")
@@ -281,10 +281,10 @@ def bm25_job(params: dict[str, Any]) -> dict[str, Any]:
     import numpy as np
 
     from data_builders.needle.grid import RETRIEVAL
+    from longctx_eval import Request
     from longctx_eval.models.kinds import MODEL_KINDS
     from longctx_eval.models.retrieval.bm25_arrays import bm25s_arrays
     from longctx_eval.models.spec import parse_spec
-    from longctx_eval.sample import Request
 
     hay, rows = _contexts(params)
     spec = parse_spec(params.get("spec", "bm25"))

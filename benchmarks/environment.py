@@ -6,8 +6,10 @@ import datetime as dt
 import os
 import platform
 import subprocess
+from collections.abc import Sequence
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
+from typing import Any
 
 from benchmarks.machine import cpu_fingerprint
 
@@ -28,15 +30,26 @@ PACKAGES = (
 )
 
 
-def package_versions() -> dict[str, str | None]:
-    """Installed versions of the measured libraries (None: not installed)."""
+def versions(names: Sequence[str]) -> dict[str, str | None]:
+    """Installed versions of the named distributions (None: not installed)."""
     out: dict[str, str | None] = {}
-    for name in PACKAGES:
+    for name in names:
         try:
             out[name] = version(name)
         except PackageNotFoundError:
             out[name] = None
     return out
+
+
+def package_versions() -> dict[str, str | None]:
+    """Installed versions of the measured libraries (None: not installed)."""
+    return versions(PACKAGES)
+
+
+def vllm_cpu_binding() -> dict[str, Any]:
+    """How vLLM's CPU engine was placed: its thread-binding settings and the cores this process may use."""
+    keys = ("VLLM_CPU_OMP_THREADS_BIND", "VLLM_CPU_NUM_OF_RESERVED_CPU", "VLLM_CPU_KVCACHE_SPACE", "OMP_NUM_THREADS")
+    return {"cpus": len(os.sched_getaffinity(0)), **{k: os.environ.get(k) for k in keys if os.environ.get(k)}}
 
 
 def git_state(repo: Path) -> dict[str, str | bool | None]:

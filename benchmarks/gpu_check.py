@@ -280,7 +280,7 @@ def adapter_for(model: Any, folder: Path, query: str) -> Any:
 
 def request(adapter: Any, tag: str, ids: list[int], max_new: int = MAX_NEW) -> Any:
     """A request whose rendered prompt is exactly `ids` (seeded into the adapter's render cache)."""
-    from longctx_eval.sample import Request
+    from longctx_eval import Request
 
     req = Request(tag, f"gpu-check {tag}", "", "q", max_new_tokens=max_new)
     adapter._rendered[(req.prompt, req.answer_prefix)] = list(ids)
@@ -471,13 +471,16 @@ def _longest(rows: list[dict[str, Any]]) -> int | None:
 
 def batching(adapter: Any, vocab: int, length: int, n: int) -> dict[str, Any]:
     """batch_size=auto (packed) against batch 1 on `n` equal-length prompts: seconds and agreeing texts."""
+    from longctx_eval.models.devices import cuda_devices
+
+    on_cuda = bool(cuda_devices(adapter.model))
     reqs = [request(adapter, f"b{i}", random_ids(length, vocab, 1000 + i)) for i in range(n)]
     held = adapter.packed, adapter.batch_size, adapter.max_batch_tokens
     adapter.packed, adapter.batch_size = False, 1
     t0 = time.perf_counter()
     one = adapter.generate(reqs)
     one_s = time.perf_counter() - t0
-    if not bool(adapter._cuda):  # the CPU: auto is batch 1 there; the packed path is forced to time it
+    if not on_cuda:  # the CPU: auto is batch 1 there; the packed path is forced to time it
         adapter.packed, adapter.batch_size, adapter.max_batch_tokens = True, 64, n * (length + MAX_NEW)
     else:
         adapter.packed, adapter.batch_size, adapter.max_batch_tokens = held
@@ -493,7 +496,7 @@ def batching(adapter: Any, vocab: int, length: int, n: int) -> dict[str, Any]:
         "auto_s": round(auto_s, 3),
         "speedup": round(one_s / auto_s, 2) if auto_s else None,
         "max_batch_tokens": adapter.max_batch_tokens or n * (length + MAX_NEW),
-        "packed_on": "cuda (batch_size=auto)" if bool(adapter._cuda) else "cpu (forced; auto is batch 1 there)",
+        "packed_on": "cuda (batch_size=auto)" if on_cuda else "cpu (forced; auto is batch 1 there)",
         "texts_equal": f"{same}/{n}",
     }
 
@@ -686,7 +689,7 @@ def probe(cpu: bool, budget: Budget) -> dict[str, Any]:
 
     from longctx_eval.discovery import discover
     from longctx_eval.models.loader import load_model
-    from longctx_eval.models.posprobe.forward import _rows_attention, forward_rows
+    from longctx_eval.models.posprobe.forward import forward_rows, rows_attention
     from longctx_eval.models.references import REFERENCE_ROOT
     from longctx_eval.models.spec import parse_spec
     from longctx_eval.run.sampling import build_samples
@@ -709,7 +712,7 @@ def probe(cpu: bool, budget: Budget) -> dict[str, Any]:
         ids, queries = list(req.extra["input_ids"]), [a - 1 for a in req.extra["answer_positions"]]
         rows = []
         for adapter in (here, there):
-            with _rows_attention(adapter.model):
+            with rows_attention(adapter.model):
                 rows.append(forward_rows(adapter.model, ids, queries))
         diff = float(np.abs(rows[0].rows - rows[1].rows).max())
         nll = float(np.abs(rows[0].nll - rows[1].nll).max())

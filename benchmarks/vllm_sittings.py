@@ -7,6 +7,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from benchmarks.machine import cpu_fingerprint, matmul_gflops
+from benchmarks.vllm_summary import summarize
+
 ORDER = ("hf", "vllm", "lm_eval", "served")
 SAME_SPEED = 0.15
 """Largest relative difference of two sittings' matrix-product calibrations still taken as one machine's speed."""
@@ -14,8 +17,6 @@ SAME_SPEED = 0.15
 
 def machine() -> dict[str, Any]:
     """The processor (model, kernel-relevant instruction sets) and its fp32 matrix-product speed now."""
-    from benchmarks.machine import cpu_fingerprint, matmul_gflops
-
     return {**cpu_fingerprint(), "matmul_gflops": matmul_gflops()}
 
 
@@ -59,8 +60,6 @@ def merge_sittings(part: dict[str, Any], earlier: dict[str, Any] | None, date_ut
     """`part` (this sitting's vllm result) with the backends of `earlier` (the results file of the same grid, as
     written, or None) that this sitting did not run; the summary over the union. A different grid or lever set, or
     an earlier file that measured nothing, is replaced whole."""
-    from benchmarks.vllm_backends import summarize
-
     if "skipped" in part:
         return part
     now = sitting(part, date_utc)

@@ -40,10 +40,6 @@ from data_builders.needle.insertion import (
     build_needle_doc,
     needle_question,
 )
-from data_builders.old_paths import MOVED
-from longctx_eval.old_paths import install
-
-install(MOVED)  # old module paths keep importing one release (data_builders/old_paths.py)
 
 __all__ = [
     "MAGIC_NUMBER",

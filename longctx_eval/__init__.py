@@ -20,14 +20,11 @@ from longctx_eval.metrics.contrast import Contrast, contrast
 from longctx_eval.metrics.curves import Curve, curve
 from longctx_eval.metrics.retrieval import first_covering_rank, recall_at
 from longctx_eval.metrics.text_match import contains_answer, is_empty, normalize
-from longctx_eval.old_paths import MOVED, install
 from longctx_eval.provenance import __version__
 from longctx_eval.sample import Hit, Prediction, Request, RetrievalParams, Sample, Score
 from longctx_eval.sample_plan import Planned, PlannedDataset
 from longctx_eval.task import Bounds, Requirement, Task, TaskInfo, any_of, between, gold_answer_oracle, task
 from longctx_eval.text.tokenizer import Encoded, Tokenizer
-
-install(MOVED)  # old module paths keep importing one release (longctx_eval/old_paths.py)
 
 __all__ = [
     "Bounds",

@@ -3,9 +3,8 @@
 Input: lines `old.dotted.name new.dotted.name` (a file, or stdin). For each pair the file moves (a new package
 gets an `__init__.py`), then every tracked text file is rewritten in one pass: `from pkg import mod` statements
 naming a moved module, dotted names (`pkg.mod`, `pkg.mod:attr`, `python -m pkg.mod`) and file paths
-(`pkg/mod.py`, and the package-relative `sub/mod.py` form docs use). The old names are appended to the
-package's old-paths table (longctx_eval/old_paths.py or data_builders/old_paths.py), which keeps them
-importing for one release. The tables themselves are never rewritten.
+(`pkg/mod.py`, and the package-relative `sub/mod.py` form docs use). No alias is left behind: an old name
+stops importing, so every reference must be one this rewrite reaches.
 
 Usage: python tools/move_modules.py MOVES.txt
 """
@@ -19,9 +18,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-TABLES = {"longctx_eval": "longctx_eval/old_paths.py", "data_builders": "data_builders/old_paths.py"}
 TEXT_SUFFIXES = {".py", ".md", ".toml", ".txt", ".cfg", ".yml", ".yaml", ".sh", ".ini", ".js", ".css", ".json"}
-SKIP = {"LEAD-NOTES.md", *TABLES.values(), "tools/move_modules.py", "tests/project/test_old_paths.py"}
+SKIP = {"LEAD-NOTES.md", "tools/move_modules.py"}
 
 
 def _path(module: str, root: Path) -> Path:
@@ -117,28 +115,6 @@ def rewrite(text: str, moves: dict[str, str], is_python: bool) -> str:
     return _rewrite_from_imports(text, moves) if is_python else text
 
 
-def _record(moves: dict[str, str], root: Path) -> None:
-    """Append the moves to each package's old-paths table, except an old module whose name is now a package:
-    that package's __init__.py forwards the old module's names instead."""
-    for package, rel in TABLES.items():
-        mine = {o: n for o, n in moves.items() if o.split(".")[0] == package}
-        if not mine:
-            continue
-        path = root / rel
-        text = path.read_text()
-        pairs = {o: n for o, n in mine.items() if not n.startswith(o + ".")}
-        entries = "".join(f'    "{o}": "{n}",\n' for o, n in pairs.items())
-        head, marker, tail = text.partition("}  # end of MOVED")
-        path.write_text(head + entries + marker + tail)
-        for old, new in mine.items():
-            if new.startswith(old + "."):
-                init = root / old.replace(".", "/") / "__init__.py"
-                init.write_text(
-                    init.read_text() + "\nfrom longctx_eval.old_paths import forward\n\n"
-                    f'__getattr__ = forward(__name__, "{new}")  # the names of the old {old} module, one release\n'
-                )
-
-
 def main(argv: list[str]) -> int:
     """Move the modules listed in argv[1] and rewrite the repository."""
     pairs = [line.split() for line in Path(argv[1]).read_text().splitlines() if line.strip() and line[0] != "#"]
@@ -149,7 +125,6 @@ def main(argv: list[str]) -> int:
         new = rewrite(text, moves, path.suffix == ".py")
         if new != text:
             path.write_text(new)
-    _record(moves, ROOT)
     return 0
 
 

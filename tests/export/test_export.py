@@ -211,7 +211,7 @@ def test_card_has_configs_features_license_and_hashes(built, bpe_file):
     assert datasets.Features._from_yaml_list(infos["needle_700"]["features"]) == NEEDLE_FEATURES
     assert infos["documents"]["splits"][0]["num_examples"] == 4
     prov = meta["longctx_eval"]
-    assert prov["builder"] == "needle" and prov["builder_version"] == "3" and prov["seed"] == 3
+    assert prov["builder"] == "needle" and prov["builder_version"] == "4" and prov["seed"] == 3
     assert prov["source"]["sha256"] == get_source("synthetic").sha256
     assert prov["tokenizer"] == {"name": bpe_file.name, "hub_id": None, "sha256": bpe_file.sha256}
     assert prov["prompt_template"].startswith("Read the following text") and "## Prompt" in card

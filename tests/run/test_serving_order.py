@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 
 from longctx_eval.discovery import discover
-from longctx_eval.run.runner import _serving_order
+from longctx_eval.run.runner import serving_order
 
 
 def _shared(order, samples) -> int:
@@ -36,7 +36,7 @@ def test_several_haystacks_per_length_share_as_much_as_one_haystack_at_a_time(bp
     """Four haystacks of five depths at two lengths: the served order shares the optimum; serving by depth (the
     order this replaced) put another haystack's context after each one and shared almost nothing."""
     samples, measured = _needle_requests(bpe_tokenizer, [448, 512], depths=5, per_cell=4)
-    order = _serving_order(measured, samples)
+    order = serving_order(measured, samples)
     assert sorted(m[0] for m in order) == list(range(len(samples)))
     best = _best(samples, measured)
     by_depth = sorted(
@@ -54,7 +54,7 @@ def test_questions_on_one_context_run_back_to_back_in_part_order(bpe_tokenizer):
     samples = list(task.samples())
     measured = [(i, r, 0) for i, s in enumerate(samples) for r in task.requests(s)]
     assert len(measured) > len(samples)
-    order = _serving_order(measured, samples)
+    order = serving_order(measured, samples)
     runs = [(i, r.part) for i, r, _ in order]
     for i in {i for i, _ in runs}:
         at = [k for k, (j, _) in enumerate(runs) if j == i]
