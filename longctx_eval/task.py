@@ -66,6 +66,8 @@ class Task:
     """Curves over score fields (e.g. Recall@K for K = 1..100), reported per length and pooled."""
     contrasts: Sequence[Contrast] = ()
     """Differences of one metric between two slices (e.g. same- minus cross-paragraph recall), with CIs."""
+    cluster_noun: str = "clusters"
+    """What the samples' `metadata["cluster"]` names, plural ("haystacks", "documents"): shown beside n."""
 
     def primary_metric(self, capability: str | None = None) -> Metric:
         """The metric leaderboards show for a run through `capability`."""

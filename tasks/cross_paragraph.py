@@ -32,7 +32,7 @@ from ._cross_paragraph_scoring import RETRIEVAL_PRIMARY, ask, cross_metrics, cro
     requires=any_of("generate", "retrieve"),
     default_lengths=[2048, 4096, 8192],
     description="Chains of 2-4 facts across paragraphs (or in one), distance-controlled, with look-alike distractors",
-    bounds={"per_cell": between(1, 1000), "reserve": between(0, None)},
+    bounds={"per_cell": between(1, 1000), "reserve": between(0, None), "haystacks": between(0, 1000)},
     cache_samples=True,  # requests and scores read each Sample alone
 )
 def cross_paragraph(
@@ -44,10 +44,13 @@ def cross_paragraph(
     per_cell: int = 1,
     reserve: int = PROMPT_RESERVE,
     source: str = "austen",
+    haystacks: int = 0,
 ) -> Task:
     """`hops`: chain lengths to build; `distances`: target tokens between consecutive facts (default: the
     ladder 128, 256, 512, ... cut to what fits each length); `reserve`: tokens of each length left for the
-    prompt around the context (the context is length - reserve tokens)."""
+    prompt around the context (the context is length - reserve tokens); `haystacks`: 0 (the default) gives every
+    pair of one repetition the same haystack, h > 0 spreads each length's pairs over h haystacks (a pair's cross
+    sample and its control always share one; `sharing.spread_haystack`)."""
     hop_counts = int_list(hops, "cross_paragraph.hops")
     ladder = int_list(distances, "cross_paragraph.distances") or DISTANCE_LADDER
     used = sorted({d for n in lengths for d in distances_for(n, max(hop_counts, default=4), reserve, ladder)})
@@ -58,10 +61,11 @@ def cross_paragraph(
         src = get_source(source)
         # The `cross_paragraph` dataset builder uses the same cells: a built dataset holds exactly these samples.
         ids = {p.id for p in chosen}
-        for cell in cross_cells(src, tokenizer, lengths, hop_counts, per_cell, seed, reserve, ladder, only=ids):
+        cells = cross_cells(src, tokenizer, lengths, hop_counts, per_cell, seed, reserve, ladder, haystacks, only=ids)
+        for cell in cells:
             yield cell.sample(source=src.name, source_sha256=src.sha256, tokenizer=tokenizer.name)
 
-    samples = PlannedDataset(lambda: cross_plan(lengths, hop_counts, per_cell, seed, reserve, ladder), build)
+    samples = PlannedDataset(lambda: cross_plan(lengths, hop_counts, per_cell, seed, reserve, ladder, haystacks), build)
     buckets = [0, *used]
     return Task(
         dataset=samples,
@@ -84,4 +88,5 @@ def cross_paragraph(
             contrast("cross_paragraph_drop_retrieval", RETRIEVAL_PRIMARY, "placement", "same", "cross"),
         ],
         oracle=cross_oracle,
+        cluster_noun="haystacks",
     )

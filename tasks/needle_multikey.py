@@ -27,7 +27,12 @@ def multikey_score(sample: Sample, pred: Prediction) -> Score:
     requires=any_of("generate", "retrieve"),
     default_lengths=[1024, 2048, 4096, 8192],
     description="Target needle among 3 distractor needles with similar keys; containment or recall@k",
-    bounds={"depths": between(1, 101), "per_cell": between(1, 1000), "reserve": between(0, None)},
+    bounds={
+        "depths": between(1, 101),
+        "per_cell": between(1, 1000),
+        "reserve": between(0, None),
+        "haystacks": between(0, 1000),
+    },
     cache_samples=True,  # requests and scores read each Sample alone
 )
 def needle_multikey(
@@ -38,9 +43,22 @@ def needle_multikey(
     per_cell: int = 1,
     reserve: int = PROMPT_RESERVE,
     source: str = "austen",
+    haystacks: int = 0,
 ) -> Task:
+    """`haystacks`: 0 (the default) gives every depth of one repetition the same haystack; h > 0 spreads each
+    length's samples over h haystacks, each carrying depths spread over the grid (`sharing.spread_haystack`)."""
     samples = cell_samples(
-        "needle_multikey", multikey_cells, depth_grid_plan, tokenizer, source, lengths, depths, per_cell, seed, reserve
+        "needle_multikey",
+        multikey_cells,
+        depth_grid_plan,
+        tokenizer,
+        source,
+        lengths,
+        depths,
+        per_cell,
+        seed,
+        reserve,
+        haystacks,
     )
     score, exact, empty, *retrieval = single_metrics()
     return Task(
@@ -50,4 +68,5 @@ def needle_multikey(
         metrics=[score, rate("distractor"), exact, empty, *retrieval],
         primary={"retrieve": "recall@1"},
         slices=("value_kind", "overlap_bucket"),
+        cluster_noun="haystacks",
     )

@@ -14,6 +14,7 @@ from data_builders.cross_paragraph.facts import MAX_HOPS, FactChain, check_hops,
 from data_builders.haystack.assembly import HaystackSource, haystack_text
 from data_builders.haystack.cluster import haystack_cluster
 from data_builders.haystack.prompt_budget import PROMPT_RESERVE, context_tokens
+from data_builders.haystack.sharing import by_haystack, spread_haystack
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.sample import RetrievalParams, Sample
@@ -59,7 +60,8 @@ def distances_for(
 
 
 def haystack_seed(seed: int, length: int, rep: int) -> int:
-    """One haystack per (seed, length, repetition): every pair of that repetition shares it."""
+    """One haystack per (seed, length, repetition): every pair of that repetition shares it (with `haystacks` =
+    h > 0, `rep` is the haystack's index 0..h-1, `sharing.spread_haystack`)."""
     return int(sha256_json(["cross-paragraph-haystack", seed, length, rep])[:8], 16)
 
 
@@ -210,27 +212,30 @@ def cross_cells(
     seed: int = 0,
     reserve: int = PROMPT_RESERVE,
     ladder: Sequence[int] = DISTANCE_LADDER,
+    haystacks: int = 0,
     only: Container[str] | None = None,
 ) -> Iterator[CrossCell]:
     """Every cell, ordered by length, repetition, distance, hops, then placement (cross before its control).
 
-    Every pair of one (length, repetition) shares one haystack; the pair's chain, the first fact's place and
-    the distractors' depths come from a generator seeded by (seed, length, repetition, distance, hops).
+    Every pair of one (length, repetition) shares one haystack; with `haystacks` = h > 0 a length's pairs spread
+    over h haystacks instead (`sharing.spread_haystack`: a pair's two placements always share one), built one
+    haystack at a time and yielded in this order. The pair's chain, the first fact's place and the distractors'
+    depths come from a generator seeded by (seed, length, repetition, distance, hops).
     `only`: just the cells of these sample ids (a pair is built whole when either of its cells is asked for;
-    a repetition's haystack only when one of its pairs is), each the same as built with the whole grid.
+    a haystack only when one of its pairs is), each the same as built with the whole grid.
     """
-    words: dict[tuple[int, int], set[str]] = {}  # the words of the repetition's haystack being built
-    for p in _pairs(lengths, hops, per_cell, reserve, ladder):
+    words: dict[tuple[int, int], set[str]] = {}  # the words of the haystack being built
+
+    def build(p: _Pair) -> Iterator[CrossCell]:
+        nonlocal words
         wanted = [placement for placement in PLACEMENT_ORDER if only is None or p.id(placement) in only]
-        if not wanted:
-            continue
-        hseed = haystack_seed(seed, p.length, p.rep)
-        if (p.length, p.rep) not in words:
+        hseed = haystack_seed(seed, p.length, p.hay)
+        if (p.length, p.hay) not in words:
             words = {
-                (p.length, p.rep): set(_WORD.findall(haystack_text(source, tokenizer, p.context, hseed).text.lower()))
+                (p.length, p.hay): set(_WORD.findall(haystack_text(source, tokenizer, p.context, hseed).text.lower()))
             }
         rng = random.Random(sha256_json(["cross-paragraph", seed, p.length, p.rep, p.distance, p.hops]))
-        chain = _chain_for(rng, p.hops, words[p.length, p.rep])
+        chain = _chain_for(rng, p.hops, words[p.length, p.hay])
         start = rng.random()
         depths = [rng.random() for _ in chain.distractors]
         docs = build_fact_pair(
@@ -247,6 +252,14 @@ def cross_cells(
         for placement in wanted:
             yield CrossCell(p.length, p.hops, p.distance, p.rep, seed, p.stratum(placement), chain, docs[placement])
 
+    for length in lengths:
+        pairs = [
+            p
+            for p in _pairs([length], hops, per_cell, reserve, ladder, haystacks)
+            if only is None or any(p.id(placement) in only for placement in PLACEMENT_ORDER)
+        ]
+        yield from by_haystack(pairs, lambda p: p.hay, build)
+
 
 def cross_plan(
     lengths: Sequence[int],
@@ -255,10 +268,11 @@ def cross_plan(
     seed: int = 0,
     reserve: int = PROMPT_RESERVE,
     ladder: Sequence[int] = DISTANCE_LADDER,
+    haystacks: int = 0,
 ) -> Iterator[Planned]:
     """The ids and strata of `cross_cells` in its order, nothing built (a limit chooses among them first)."""
-    for p in _pairs(lengths, hops, per_cell, reserve, ladder):
-        cluster = haystack_cluster(haystack_seed(seed, p.length, p.rep))
+    for p in _pairs(lengths, hops, per_cell, reserve, ladder, haystacks):
+        cluster = haystack_cluster(haystack_seed(seed, p.length, p.hay))
         for placement in PLACEMENT_ORDER:
             meta = {"target_tokens": p.length, "stratum": p.stratum(placement), "cluster": cluster}
             yield Planned(p.id(placement), meta)
@@ -276,6 +290,7 @@ class _Pair:
     hops: int
     h_index: int
     n_hops: int
+    hay: int  # the haystack's index: the repetition, or with `haystacks` its `spread_haystack`
 
     def id(self, placement: str) -> str:
         return f"{pair_id(self.length, self.hops, self.distance, self.rep)}-{placement}"
@@ -285,14 +300,18 @@ class _Pair:
 
 
 def _pairs(
-    lengths: Sequence[int], hops: Sequence[int], per_cell: int, reserve: int, ladder: Sequence[int]
+    lengths: Sequence[int], hops: Sequence[int], per_cell: int, reserve: int, ladder: Sequence[int], haystacks: int = 0
 ) -> Iterator[_Pair]:
-    """The grid's pairs in order: length, repetition, distance, hops (the arguments checked first)."""
+    """The grid's pairs in order: length, repetition, distance, hops (the arguments checked first); pair j of a
+    repetition reads haystack `spread_haystack(j, rep, pairs a repetition, per_cell, haystacks)`."""
     for length, n, distances in _lengths_distances(lengths, hops, per_cell, reserve, ladder):
         for rep in range(per_cell):
             for d_index, distance in enumerate(distances):
                 for h_index, h in enumerate(sorted(hops)):
-                    yield _Pair(length, n, rep, distance, d_index, h, h_index, len(hops))
+                    hay = spread_haystack(
+                        d_index * len(hops) + h_index, rep, len(distances) * len(hops), per_cell, haystacks
+                    )
+                    yield _Pair(length, n, rep, distance, d_index, h, h_index, len(hops), hay)
 
 
 def _lengths_distances(

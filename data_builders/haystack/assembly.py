@@ -177,7 +177,7 @@ class NoExactCut(DataError):
         self.near_token = near_token
 
 
-@lru_cache(maxsize=4)  # every depth of one (length, repetition) asks for the same haystack; 4: `haystacks=4`
+@lru_cache(maxsize=4)  # the samples of one haystack ask for it in turn (grids build a haystack at a time: sharing.py)
 def haystack_text(
     source: HaystackSource,
     tokenizer: Tokenizer,

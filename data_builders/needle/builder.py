@@ -21,7 +21,7 @@ from data_builders.needle.insertion import NeedleDoc
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.sample import Sample
 
-NEEDLE_VERSION = "3"
+NEEDLE_VERSION = "4"
 
 _int, _str, _float = Value("int64"), Value("string"), Value("float64")
 NEEDLE_FEATURES = Features(
@@ -62,8 +62,8 @@ FLAT_FEATURES = Features(
 )
 """The rows of a flat build (`--option flat=true`): the full context in each row, no `documents` config."""
 
-# The card names the pre-0.2 module path (an alias until the next release, data_builders/old_paths.py) so a
-# build stays byte-identical to earlier ones; update it together with the needle builder's version.
+# The card text is part of a build's bytes: change it together with NEEDLE_VERSION (4: the card names the module
+# path below, not the pre-0.2 `data_builders.needle_builder`).
 JOINED_USAGE = """\
 Each row of a `needle_<length>` config is one question. Its context is not stored in the row: it is the
 document `doc_id` of the `documents` config with the needle inserted, rebuilt exactly by
@@ -73,7 +73,7 @@ context = doc[:row["insert_at"]] + row["insertion"] + doc[row["insert_at"]:row["
 assert context[row["needle_start"]:row["needle_end"]] == row["needle"]
 ```
 
-(`data_builders.needle_builder.materialize(row, documents)` does this and checks it). The context is
+(`data_builders.needle.builder.materialize(row, documents)` does this and checks it). The context is
 exactly `context_tokens` tokens in the tokenizer under Provenance; `needle_token_start`/`needle_token_end`
 index its tokens. `target_tokens` (the config's length) is the whole prompt budget: the context plus a
 prompt reserve for the template, question, chat template, answer prefix and `max_new_tokens`. All depths

@@ -8,15 +8,16 @@ task's `Sample`, so the task and its dataset builder produce the same samples by
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from data_builders.haystack.assembly import HaystackSource
 from data_builders.haystack.cluster import haystack_cluster
 from data_builders.haystack.prompt_budget import PROMPT_RESERVE, context_tokens
+from data_builders.haystack.sharing import by_haystack, spread_haystack
 from data_builders.haystack.span_insertion import insert_sentences
-from data_builders.needle.grid import depth_grid, haystack_seed
+from data_builders.needle.grid import depth_grid, haystack_seed, sample_id
 from data_builders.needle.insertion import KEY_NOUNS, KEY_QUALIFIERS, make_value
 from data_builders.needle.lexical_overlap import Overlap, mean_overlap, measure_overlaps
 from longctx_eval.errors import DataError
@@ -94,6 +95,46 @@ def grid_points(lengths: Sequence[int], depths: int, per_cell: int) -> Iterator[
     """(length, rep, depth index, depth) in the needle grid's order: length, then repetition, then depth."""
     grid = depth_grid(depths)
     return ((n, r, i, d) for n in lengths for r in range(per_cell) for i, d in enumerate(grid))
+
+
+def grid_cells(
+    lengths: Sequence[int],
+    depths: int,
+    per_cell: int,
+    haystacks: int,
+    only: Container[str] | None,
+    make: Callable[[int, int, int, float, int], FamilyCell],
+) -> Iterator[FamilyCell]:
+    """`make(length, rep, depth index, depth, haystack index)` for each point of the needle grid in `only` (all
+    when None), in `grid_points` order, one haystack at a time (`sharing.spread_haystack` with `haystacks`)."""
+
+    def hay(p: tuple[int, int, int, float]) -> int:
+        return spread_haystack(p[2], p[1], depths, per_cell, haystacks)
+
+    for length in lengths:
+        points = [
+            p for p in grid_points([length], depths, per_cell) if only is None or sample_id(length, p[3], p[1]) in only
+        ]
+        yield from by_haystack(points, hay, lambda p: [make(*p, hay(p))])
+
+
+def per_length_cells(
+    lengths: Sequence[int],
+    per_length: int,
+    tag: str,
+    haystacks: int,
+    only: Container[str] | None,
+    make: Callable[[int, int, int], FamilyCell],
+) -> Iterator[FamilyCell]:
+    """`make(length, index, haystack index)` for each of `per_length` samples a length in `only` (all when None),
+    in index order, one haystack at a time: sample i reads haystack i, or with `haystacks` = h > 0 haystack i % h."""
+
+    def hay(i: int) -> int:
+        return i % haystacks if haystacks > 0 else i
+
+    for length in lengths:
+        points = [(length, i) for i in range(per_length) if only is None or per_length_id(length, tag, i) in only]
+        yield from by_haystack(points, lambda p: hay(p[1]), lambda p: [make(p[0], p[1], hay(p[1]))])
 
 
 def per_length_id(length: int, tag: str, index: int) -> str:

@@ -11,6 +11,7 @@ from typing import Any
 from data_builders.haystack.assembly import HaystackSource
 from data_builders.haystack.cluster import haystack_cluster
 from data_builders.haystack.prompt_budget import PROMPT_RESERVE, context_tokens
+from data_builders.haystack.sharing import by_haystack, spread_haystack
 from data_builders.needle.insertion import MAGIC_TEMPLATES, NeedleDoc, build_needle_doc
 from data_builders.needle.lexical_overlap import Overlap, measure_overlaps
 from longctx_eval.errors import DataError
@@ -57,7 +58,8 @@ def depth_grid(n: int) -> list[float]:
 
 
 def haystack_seed(seed: int, length: int, rep: int) -> int:
-    """The haystack shared by every depth of one (seed, length, repetition)."""
+    """The haystack shared by every depth of one (seed, length, repetition); with `haystacks` = h > 0, `rep` is
+    the haystack's index 0..h-1 (`sharing.spread_haystack`), so the family's tasks read the same haystacks."""
     return int(sha256_json(["needle-haystack", seed, length, rep])[:8], 16)
 
 
@@ -125,34 +127,45 @@ def needle_cells(
     per_cell: int,
     seed: int,
     reserve: int = PROMPT_RESERVE,
+    haystacks: int = 0,
     only: Container[str] | None = None,
 ) -> Iterator[NeedleCell]:
     """Every cell, ordered by length, then repetition, then depth: all depths of a length come before a repeat.
 
     A length is the whole prompt budget: each context is exactly `length - reserve` tokens (`prompt_budget`).
-    Every depth of one (length, repetition) shares one haystack (`haystack_seed`), so the dataset stores it once.
-    The value kind cycles with the depth index and repetition (`value_kind_of`), so every length has each kind.
+    Every depth of one (length, repetition) shares one haystack (`haystack_seed`), so the dataset stores it once;
+    with `haystacks` = h > 0 a length's cells spread over h haystacks instead (`sharing.spread_haystack`; built
+    one haystack at a time, yielded in this order). The value kind cycles with the depth index and repetition
+    (`value_kind_of`), so every length has each kind; key, value and kind do not depend on `haystacks`.
     `only`: build just the cells of these sample ids (the others are skipped unbuilt; each cell's haystack and
     generator depend on its own place alone, so a cell is the same built alone or with the whole grid).
     """
+    grid = depth_grid(depths)
     for length in lengths:
         n = context_tokens(length, reserve)
-        for rep in range(per_cell):
-            hseed = haystack_seed(seed, length, rep)
-            for i, depth in enumerate(depth_grid(depths)):
-                if only is not None and sample_id(length, depth, rep) not in only:
-                    continue
-                rng = cell_rng(seed, length, depth, rep)
-                template = MAGIC_TEMPLATES[value_kind_of(i, rep)]
-                try:
-                    doc = build_needle_doc(source, tokenizer, n, depth, rng, template=template, haystack_seed=hseed)
-                except DataError as exc:
-                    raise DataError(
-                        f"length {length} (a {n}-token context after the {reserve}-token reserve): {exc}"
-                    ) from None
-                (overlap,) = measure_overlaps([doc.question], doc.context, [(doc.needle_start, doc.needle_end)])
-                budget = answer_budget(tokenizer, [doc.value])
-                yield NeedleCell(sample_id(length, depth, rep), length, depth, rep, seed, doc, budget, overlap)
+        points = [
+            (rep, i, depth, spread_haystack(i, rep, depths, per_cell, haystacks))
+            for rep in range(per_cell)
+            for i, depth in enumerate(grid)
+            if only is None or sample_id(length, depth, rep) in only
+        ]
+
+        def build(point: tuple[int, int, float, int], length: int = length, n: int = n) -> Iterator[NeedleCell]:
+            rep, i, depth, hay = point
+            rng = cell_rng(seed, length, depth, rep)
+            template = MAGIC_TEMPLATES[value_kind_of(i, rep)]
+            hseed = haystack_seed(seed, length, hay)
+            try:
+                doc = build_needle_doc(source, tokenizer, n, depth, rng, template=template, haystack_seed=hseed)
+            except DataError as exc:
+                raise DataError(
+                    f"length {length} (a {n}-token context after the {reserve}-token reserve): {exc}"
+                ) from None
+            (overlap,) = measure_overlaps([doc.question], doc.context, [(doc.needle_start, doc.needle_end)])
+            budget = answer_budget(tokenizer, [doc.value])
+            yield NeedleCell(sample_id(length, depth, rep), length, depth, rep, seed, doc, budget, overlap)
+
+        yield from by_haystack(points, lambda p: p[3], build)
 
 
 def needle_sample(

@@ -11,7 +11,7 @@ from collections.abc import Container, Iterator, Sequence
 
 from data_builders.haystack.assembly import HaystackSource
 from data_builders.haystack.prompt_budget import PROMPT_RESERVE
-from data_builders.needle.family import FamilyCell, NeedleSpec, QuestionSpec, build_cell, grid_points, variant_rng
+from data_builders.needle.family import FamilyCell, NeedleSpec, QuestionSpec, build_cell, grid_cells, variant_rng
 from data_builders.needle.grid import answer_budget, sample_id
 from data_builders.needle.lowlex_pairs import NAMES, PAIRS
 from longctx_eval.text.tokenizer import Tokenizer
@@ -25,19 +25,19 @@ def lowlex_cells(
     per_cell: int,
     seed: int,
     reserve: int = PROMPT_RESERVE,
+    haystacks: int = 0,
     only: Container[str] | None = None,
 ) -> Iterator[FamilyCell]:
     """The needle grid (length x repetition x depth); each cell draws a pair and a name from its generator.
-    `only`: just the cells of these sample ids (as `needle_cells`)."""
-    for length, rep, _, depth in grid_points(lengths, depths, per_cell):
-        if only is not None and sample_id(length, depth, rep) not in only:
-            continue
+    `haystacks`, `only`: as `needle_cells` (the pair and name do not depend on `haystacks`)."""
+
+    def make(length: int, rep: int, i: int, depth: float, hay: int) -> FamilyCell:
         rng = variant_rng("lowlex", seed, length, depth, rep)
         pair = rng.choice(PAIRS)
         name = rng.choice(NAMES)
         needle = NeedleSpec(pair.needle.format(name=name), depth, pair.predicate, name, "target")
         question = QuestionSpec(pair.question(), pair.answer_prefix(), (name,), (0,), answer_budget(tokenizer, [name]))
-        yield build_cell(
+        return build_cell(
             id=sample_id(length, depth, rep),
             source=source,
             tokenizer=tokenizer,
@@ -48,6 +48,8 @@ def lowlex_cells(
             value_kind="name",
             needles=[needle],
             questions=[question],
-            hay_index=rep,
+            hay_index=hay,
             reserve=reserve,
         )
+
+    return grid_cells(lengths, depths, per_cell, haystacks, only, make)

@@ -18,7 +18,7 @@ from data_builders.needle.family import (
     QuestionSpec,
     build_cell,
     distinct_values,
-    grid_points,
+    grid_cells,
     variant_rng,
 )
 from data_builders.needle.grid import answer_budget, sample_id, value_kind_of
@@ -49,13 +49,13 @@ def multikey_cells(
     per_cell: int,
     seed: int,
     reserve: int = PROMPT_RESERVE,
+    haystacks: int = 0,
     only: Container[str] | None = None,
 ) -> Iterator[FamilyCell]:
     """The needle grid (length x repetition x depth of the target); distractors at uniform random depths.
-    `only`: just the cells of these sample ids (as `needle_cells`)."""
-    for length, rep, i, depth in grid_points(lengths, depths, per_cell):
-        if only is not None and sample_id(length, depth, rep) not in only:
-            continue
+    `haystacks`, `only`: as `needle_cells` (keys, values and depths do not depend on `haystacks`)."""
+
+    def make(length: int, rep: int, i: int, depth: float, hay: int) -> FamilyCell:
         rng = variant_rng("multikey", seed, length, depth, rep)
         kind = value_kind_of(i, rep)
         template = MAGIC_TEMPLATES[kind]
@@ -73,7 +73,7 @@ def multikey_cells(
             (0,),
             answer_budget(tokenizer, [values[0]]),
         )
-        yield build_cell(
+        return build_cell(
             id=sample_id(length, depth, rep),
             source=source,
             tokenizer=tokenizer,
@@ -84,6 +84,8 @@ def multikey_cells(
             value_kind=kind,
             needles=needles,
             questions=[question],
-            hay_index=rep,
+            hay_index=hay,
             reserve=reserve,
         )
+
+    return grid_cells(lengths, depths, per_cell, haystacks, only, make)

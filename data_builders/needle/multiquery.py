@@ -17,6 +17,7 @@ from data_builders.needle.family import (
     build_cell,
     distinct_keys,
     distinct_values,
+    per_length_cells,
     per_length_id,
     quarter_depths,
     variant_rng,
@@ -41,42 +42,42 @@ def multiquery_cells(
     """`per_length` samples per length; the questions come in a random order, not the needles' order. Sample i
     reads the haystack of rep i, or with `haystacks` = h > 0 that of rep i % h (as `multivalue_cells`).
     `only`: just the cells of these sample ids (as `needle_cells`)."""
-    for length in lengths:
-        for i in range(per_length):
-            if only is not None and per_length_id(length, "q", i) not in only:
-                continue
-            rng = variant_rng("multiquery", seed, length, i, 0)
-            kind = VALUE_KIND_CYCLE[i % len(VALUE_KIND_CYCLE)]
-            template = MAGIC_TEMPLATES[kind]
-            keys = distinct_keys(rng, QUERIES)
-            values = distinct_values(rng, kind, QUERIES)
-            needles = [
-                NeedleSpec(template.needle.format(key=k, value=v), d, k, v, "query")
-                for k, v, d in zip(keys, values, quarter_depths(rng, QUERIES), strict=True)
-            ]
-            order = list(range(QUERIES))
-            rng.shuffle(order)
-            questions = [
-                QuestionSpec(
-                    template.question.format(key=keys[j]),
-                    template.answer_prefix.format(key=keys[j]),
-                    (values[j],),
-                    (j,),
-                    answer_budget(tokenizer, [values[j]]),
-                )
-                for j in order
-            ]
-            yield build_cell(
-                id=per_length_id(length, "q", i),
-                source=source,
-                tokenizer=tokenizer,
-                length=length,
-                rep=i,
-                seed=seed,
-                depth=None,
-                value_kind=kind,
-                needles=needles,
-                questions=questions,
-                hay_index=i % haystacks if haystacks > 0 else i,
-                reserve=reserve,
+
+    def make(length: int, i: int, hay: int) -> FamilyCell:
+        rng = variant_rng("multiquery", seed, length, i, 0)
+        kind = VALUE_KIND_CYCLE[i % len(VALUE_KIND_CYCLE)]
+        template = MAGIC_TEMPLATES[kind]
+        keys = distinct_keys(rng, QUERIES)
+        values = distinct_values(rng, kind, QUERIES)
+        needles = [
+            NeedleSpec(template.needle.format(key=k, value=v), d, k, v, "query")
+            for k, v, d in zip(keys, values, quarter_depths(rng, QUERIES), strict=True)
+        ]
+        order = list(range(QUERIES))
+        rng.shuffle(order)
+        questions = [
+            QuestionSpec(
+                template.question.format(key=keys[j]),
+                template.answer_prefix.format(key=keys[j]),
+                (values[j],),
+                (j,),
+                answer_budget(tokenizer, [values[j]]),
             )
+            for j in order
+        ]
+        return build_cell(
+            id=per_length_id(length, "q", i),
+            source=source,
+            tokenizer=tokenizer,
+            length=length,
+            rep=i,
+            seed=seed,
+            depth=None,
+            value_kind=kind,
+            needles=needles,
+            questions=questions,
+            hay_index=hay,
+            reserve=reserve,
+        )
+
+    return per_length_cells(lengths, per_length, "q", haystacks, only, make)

@@ -16,6 +16,7 @@ from data_builders.needle.family import (
     build_cell,
     distinct_keys,
     distinct_values,
+    per_length_cells,
     per_length_id,
     quarter_depths,
     variant_rng,
@@ -55,34 +56,34 @@ def multivalue_cells(
 ) -> Iterator[FamilyCell]:
     """`per_length` samples per length; sample i has kind VALUE_KIND_CYCLE[i % 3] and the haystack of rep i, or
     with `haystacks` = h > 0 that of rep i % h (h haystacks shared by the samples: a dense retriever embeds each
-    once; the samples' keys, values and depths are as without it). `only`: just the cells of these sample ids
-    (as `needle_cells`)."""
-    for length in lengths:
-        for i in range(per_length):
-            if only is not None and per_length_id(length, "v", i) not in only:
-                continue
-            rng = variant_rng("multivalue", seed, length, i, 0)
-            kind = VALUE_KIND_CYCLE[i % len(VALUE_KIND_CYCLE)]
-            template = MAGIC_TEMPLATES[kind]
-            (key,) = distinct_keys(rng, 1)
-            values = distinct_values(rng, kind, VALUES)
-            needles = [
-                NeedleSpec(template.needle.format(key=key, value=v), d, key, v, "value")
-                for v, d in zip(values, quarter_depths(rng, VALUES), strict=True)
-            ]
-            question, prefix = all_values_question(key, kind)
-            budget = list_budget(tokenizer, values)
-            yield build_cell(
-                id=per_length_id(length, "v", i),
-                source=source,
-                tokenizer=tokenizer,
-                length=length,
-                rep=i,
-                seed=seed,
-                depth=None,
-                value_kind=kind,
-                needles=needles,
-                questions=[QuestionSpec(question, prefix, tuple(values), tuple(range(VALUES)), budget)],
-                hay_index=i % haystacks if haystacks > 0 else i,
-                reserve=reserve,
-            )
+    once; the samples' keys, values and depths are as without it; built one haystack at a time). `only`: just
+    the cells of these sample ids (as `needle_cells`)."""
+
+    def make(length: int, i: int, hay: int) -> FamilyCell:
+        rng = variant_rng("multivalue", seed, length, i, 0)
+        kind = VALUE_KIND_CYCLE[i % len(VALUE_KIND_CYCLE)]
+        template = MAGIC_TEMPLATES[kind]
+        (key,) = distinct_keys(rng, 1)
+        values = distinct_values(rng, kind, VALUES)
+        needles = [
+            NeedleSpec(template.needle.format(key=key, value=v), d, key, v, "value")
+            for v, d in zip(values, quarter_depths(rng, VALUES), strict=True)
+        ]
+        question, prefix = all_values_question(key, kind)
+        budget = list_budget(tokenizer, values)
+        return build_cell(
+            id=per_length_id(length, "v", i),
+            source=source,
+            tokenizer=tokenizer,
+            length=length,
+            rep=i,
+            seed=seed,
+            depth=None,
+            value_kind=kind,
+            needles=needles,
+            questions=[QuestionSpec(question, prefix, tuple(values), tuple(range(VALUES)), budget)],
+            hay_index=hay,
+            reserve=reserve,
+        )
+
+    return per_length_cells(lengths, per_length, "v", haystacks, only, make)

@@ -81,6 +81,40 @@ def test_smollm2_and_rag_cells(reference):
     assert set(reference["coref:baseline"]) == {"coref_ontogum", "coref_litbank", "coref_synthetic", "coref_ontonotes"}
 
 
+SPREAD_TASKS = (
+    "needle",
+    "needle_multikey",
+    "needle_multivalue",
+    "needle_multiquery",
+    "needle_lowlex",
+    "cross_paragraph",
+)
+
+
+def test_every_needle_and_cross_paragraph_cell_reads_at_least_20_haystacks(reference):
+    """Counted on the plans (no haystack built), after the suite's limit: n as before, >= 20 distinct haystacks
+    (`metadata["cluster"]`) per cell at every length, 1M included, and every depth of a depth grid present."""
+    from longctx_eval.run.sampling import choose
+
+    checked = 0
+    for spec, tasks in reference.items():
+        for name in SPREAD_TASKS:
+            plan = tasks.get(name)
+            if plan is None:
+                continue
+            for lengths, args in plan.groups():
+                task = plan.info.build(args, lengths=lengths, seed=0, tokenizer=None)
+                chosen, _ = choose(plan.info, list(task.dataset.plan()), plan.limit)
+                for n in lengths:
+                    cell = [p.metadata for p in chosen if p.metadata["target_tokens"] == n]
+                    assert len(cell) >= (50 if n == 1048576 else 100 if spec != "smollm2-135m" else 50), (spec, name, n)
+                    assert len({m["cluster"] for m in cell}) >= 20, (spec, name, n)
+                    if "depths" in args:
+                        assert len({m["depth"] for m in cell}) == args["depths"], (spec, name, n)
+                    checked += 1
+    assert checked == 4 * 6 * 4 + 3 + 3 + 4 * 2 + 2 * 2  # retrievers, SmolLM2's needle and cross, its variants, RAG
+
+
 def test_shared_haystacks_keep_each_samples_needles(minilm_tokenizer):
     """`haystacks=h`: sample i reads the haystack of rep i % h; its key, values and depths are unchanged."""
     src = get_source("synthetic")
