@@ -146,4 +146,5 @@ def retrieval(
             curve("recall_at_k", [f"recall@{k}" for k in ks], ks, "K", "Recall@K"),
             curve("similarity_decay", [f"score@{k}" for k in ks], ks, "rank k", "mean score at rank k"),
         ],
+        cluster_noun="documents",
     )

@@ -10,6 +10,7 @@ from typing import Literal
 
 from longctx_eval.leaderboard.breakdowns import DEFAULT_MIN_N
 from longctx_eval.leaderboard.markdown_escape import md_code
+from longctx_eval.metrics.cluster_stats import DEFAULT_NOUN
 from longctx_eval.results import (
     Coverage,
     MetricResult,
@@ -104,6 +105,8 @@ class Cell:
     """A value from fewer samples than the board's minimum n: shown, marked, never ranked on."""
     expected: int | None = None
     """The samples the run set out to evaluate: `planned`, or fewer under its `limit` (None without coverage)."""
+    noun: str = DEFAULT_NOUN
+    """What the task's clusters are ('haystacks', 'documents'): the cell says 'n=100 over 4 haystacks'."""
 
     @property
     def partial(self) -> bool:
@@ -138,6 +141,8 @@ def cell(task: TaskResult, metric: str, length: int | None, depth: float | None,
     """The cell of one stratum (length None = pooled over lengths, depth None = pooled over depths); a value
     from fewer than `min_n` samples is `low_n`."""
     found = _cell(task, metric, length, depth)
+    if task.cluster_noun:
+        found = replace(found, noun=task.cluster_noun)
     if found.state == "value" and found.row is not None and found.row.n < min_n:
         return replace(found, low_n=True)
     return found

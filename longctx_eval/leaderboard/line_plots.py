@@ -1,7 +1,8 @@
 """PNG line plots of the leaderboard: a task's curves (Recall@K, similarity decay) and its metric per slice value.
 
-One line per system, all lengths pooled, with its 95% interval (a band for curves, error bars for slices); a
-pooled curve is drawn only where all its samples carry a point, so its population never changes along it.
+One line per system, all lengths pooled, with its 95% interval (a band for curves, error bars for slices; none
+where n < 5 or the samples come from one haystack or document); a pooled curve is drawn only where all its
+samples carry a point, so its population never changes along it.
 Files sit next to the task's heatmap as 'TASK.CURVE.png' and 'TASK.by-KEY.png' (task names hold no '.').
 """
 
@@ -19,6 +20,7 @@ from matplotlib.figure import Figure
 from longctx_eval.leaderboard.grid import pooled_lengths_of, primary_metric, ranked, task_names, task_of
 from longctx_eval.leaderboard.heatmaps import literal_text, plot_filename, wrapped, write_png
 from longctx_eval.leaderboard.markdown import DEFAULT_MIN_N
+from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL, has_interval
 from longctx_eval.results import CurvePoint, CurveResult, MetricResult, ModelMeta, RunResult, SliceValue, TaskResult
 from longctx_eval.scoring.labels import length_label, value_text
 from longctx_eval.scoring.slicing import ValueKey, value_key
@@ -140,6 +142,7 @@ def curve_figure(task: str, name: str, entries: Sequence[RunResult], min_n: int 
         ax.remove()
     handles, labels = [], []
     cut = any(len(full_population(c)) < len(c.points) for *_, c, _ in found)
+    unbanded = False
     for ax, scale in zip(axes, scales, strict=False):
         unit = True
         mine = [f for f in found if f[2] == scale]
@@ -148,11 +151,13 @@ def curve_figure(task: str, name: str, entries: Sequence[RunResult], min_n: int 
             y = np.array([p.value for p in points])
             lo = np.array([p.ci95[0] for p in points])
             hi = np.array([p.ci95[1] for p in points])
+            banded = np.array([has_interval(p.n, p.clusters) for p in points])  # n < 5 or one cluster: no band
             unit = unit and bool(lo.min() >= 0.0 and hi.max() <= 1.0)
             every = max(1, len(x) // 10)
             s = style(i)
             (line,) = ax.plot(x, y, label=label, markersize=4, linewidth=1.4, markevery=(k % every, every), **s)
-            ax.fill_between(x, lo, hi, color=s["color"], alpha=0.15, linewidth=0)
+            ax.fill_between(x, lo, hi, where=banded, color=s["color"], alpha=0.15, linewidth=0)
+            unbanded = unbanded or not banded.all()
             handles.append(line)
             labels.append(label)
         ax.set_xlabel(first.x_label)
@@ -169,6 +174,8 @@ def curve_figure(task: str, name: str, entries: Sequence[RunResult], min_n: int 
         title += "; one panel per score scale"
     if cut:
         title += f"; {first.x_label} only where every pooled sample has a value (fewer at shorter lengths)"
+    if unbanded:
+        title += f"; no band where n < {MIN_N_FOR_INTERVAL} or one haystack/document"
     fig.suptitle(wrapped(title, width_in, 10), fontsize=10)
     _legend_below(fig, handles, labels)
     return fig
@@ -218,7 +225,7 @@ def slice_figure(task: str, key: str, entries: Sequence[RunResult], min_n: int =
     ax = fig.subplots()
     width = 0.6 / max(1, len(per_model))
     unit = True
-    low_seen = False
+    low_seen = barless = False
     handles, labels = [], []
     for k, (i, label, rows) in enumerate(per_model):
         s = style(i)
@@ -230,8 +237,10 @@ def slice_figure(task: str, key: str, entries: Sequence[RunResult], min_n: int =
                 continue
             xs.append(j + (k - (len(per_model) - 1) / 2) * width)
             ys.append(row.value)
-            err[0].append(max(0.0, row.value - row.ci95[0]))
-            err[1].append(max(0.0, row.ci95[1] - row.value))
+            shown_bar = has_interval(row.n, row.clusters)  # n < 5 or one cluster: a point, never a bar
+            barless = barless or not shown_bar
+            err[0].append(max(0.0, row.value - row.ci95[0]) if shown_bar else 0.0)
+            err[1].append(max(0.0, row.ci95[1] - row.value) if shown_bar else 0.0)
             low.append(row.n < min_n)
             unit = unit and row.ci95[0] >= 0.0 and row.ci95[1] <= 1.0
         bars = ax.errorbar(
@@ -268,6 +277,8 @@ def slice_figure(task: str, key: str, entries: Sequence[RunResult], min_n: int =
     title = f"{task}: {metric} by {key} (all lengths pooled, 95% interval)"
     if low_seen:
         title += f"; hollow: low\u00a0n\u00a0(<\u00a0{min_n})"  # kept on one line by the wrapping
+    if barless:
+        title += f"; no bar where n < {MIN_N_FOR_INTERVAL} or one haystack/document"
     ax.set_title(wrapped(title, width_in - 0.8, 10), fontsize=10)
     _legend_below(fig, handles, labels)
     return fig

@@ -3,8 +3,9 @@
 The leader and runner-up are the board's first two ranked models. Their per-sample scores (from input run
 folders: `scores/`, `samples/`) are joined by id and design (`paired_scores.join`: another context, question or
 gold under one id is refused), kept to the lengths the board ranks on when it names them, and tested with
-`scoring/paired_tests.py` (McNemar's exact test for 0/1 scores, else the sign-flip permutation test): ahead when
-the leader's mean is higher on those pairs and p < 0.05. One test per task, not corrected across tasks (use
+`scoring/paired_tests.py` (the sign-flip test of per-cluster sums where pairs share a haystack or document, else
+McNemar's exact test for 0/1 scores, else the sign-flip permutation test): ahead when the leader's mean is higher
+on those pairs and p < 0.05. One test per task, not corrected across tasks (use
 `longctx-eval compare` for Holm across cells). Boards built from run copies alone have no per-sample scores:
 then the line says the question is not testable, never guesses.
 """
@@ -16,13 +17,19 @@ from dataclasses import dataclass
 from typing import cast
 
 from longctx_eval.leaderboard.markdown_escape import md_text
-from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL
+from longctx_eval.metrics.bootstrap import interval_gap
+from longctx_eval.metrics.cluster_stats import DEFAULT_NOUN, count_text
 from longctx_eval.results import RunResult
 from longctx_eval.scoring.labels import length_label
 from longctx_eval.scoring.paired_scores import PairKey, SampleScore, join, paired_differences
-from longctx_eval.scoring.paired_tests import MCNEMAR
+from longctx_eval.scoring.paired_tests import CLUSTER_SIGN_FLIP, MCNEMAR, SIGN_FLIP
 
 ALPHA = 0.05
+TEST_NAMES = {
+    MCNEMAR: "McNemar's exact test",
+    SIGN_FLIP: "sign-flip permutation test",
+    CLUSTER_SIGN_FLIP: "sign-flip test of per-cluster sums",
+}
 Samples = Mapping[str, Mapping[str, Mapping[PairKey, SampleScore]]]
 """Per model name and board: that model's per-sample scores (as `leaderboard._samples_of` gathers them)."""
 
@@ -37,7 +44,10 @@ class LeaderTest:
     n: int = 0
     difference: float = 0.0
     ci95: tuple[float, float] | None = None
-    """None with fewer than MIN_N_FOR_INTERVAL shared samples."""
+    """None with fewer than MIN_N_FOR_INTERVAL shared samples, or all from one cluster."""
+    clusters: int | None = None
+    """Distinct clusters of the shared samples (None: unknown)."""
+    noun: str = DEFAULT_NOUN
     test: str = ""
     p_value: float = 1.0
     lengths: tuple[int, ...] = ()
@@ -51,9 +61,9 @@ class LeaderTest:
         return not self.untestable and self.difference > 0 and self.p_value < ALPHA
 
     def _interval(self) -> str:
-        """'[+0.010, +0.200]' or 'no interval (n < 5)'."""
+        """'[+0.010, +0.200]' or '(no interval: n < 5)'."""
         if self.ci95 is None:
-            return f"(no interval: n < {MIN_N_FOR_INTERVAL})"
+            return f"(no interval: {interval_gap(self.n, self.clusters, self.noun) or 'too few'})"
         return f"[{self.ci95[0]:+.3f}, {self.ci95[1]:+.3f}]"
 
     def sentence(self, name: Callable[[str], str] = str) -> str:
@@ -66,14 +76,19 @@ class LeaderTest:
         if self.untestable:
             return f"{head} Not testable: {self.untestable}."
         verdict = "yes" if self.ahead else "no"
-        test = "McNemar's exact test" if self.test == MCNEMAR else "sign-flip permutation test"
+        test = TEST_NAMES.get(self.test, self.test)
         where = ", ".join(length_label(n) for n in self.lengths)
         refused = f"; {self.refused} pair(s) of another design refused" if self.refused else ""
         return (
             f"{head} {verdict.capitalize()}: {self.difference:+.3f} {self._interval()} on "
-            f"{self.n} shared samples ({where}{refused}), {test} p = {_p(self.p_value)} "
+            f"{self.n} shared samples{self._over()} ({where}{refused}), {test} p = {_p(self.p_value)} "
             f"(significant: p < {ALPHA}, one paired test for this task alone)."
         )
+
+    def _over(self) -> str:
+        """' over 4 haystacks' when the shared samples share clusters."""
+        shared = self.clusters is not None and self.clusters < self.n
+        return f" over {count_text(self.clusters or 0, self.noun)}" if shared else ""
 
 
 def leader_test(
@@ -103,6 +118,8 @@ def leader_test(
         ci95=pooled.ci95,
         test=pooled.test,
         p_value=pooled.p_value,
+        clusters=pooled.clusters,
+        noun=_noun(ranked[0], board),
         lengths=tuple(sorted(cast(set[int], {sa[k].length for k in keys if sa[k].length is not None}))),
         refused=joined.n_refused,
     )
@@ -114,6 +131,12 @@ def leader_lines(
     """Markdown lines for LEADERBOARD.md: a blank line and the sentence (nothing with fewer than two models)."""
     found = leader_test(board, ranked, metric, samples, lengths)
     return [] if found is None else ["", found.sentence(md_text)]
+
+
+def _noun(entry: RunResult, board: str) -> str:
+    """What the board's clusters are, from the leader's task result ('haystacks', 'documents')."""
+    found = next((t for t in entry.tasks if board in (t.name, f"{t.name} ({t.capability})")), None)
+    return (found.cluster_noun if found is not None else None) or DEFAULT_NOUN
 
 
 def _p(p: float) -> str:

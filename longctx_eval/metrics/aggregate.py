@@ -1,4 +1,5 @@
-"""Metrics over per-sample scores: a named reduction of one or more score fields, with a bootstrap CI."""
+"""Metrics over per-sample scores: a named reduction of one or more score fields, with a bootstrap CI (over
+clusters, then samples within them, when the samples name their clusters)."""
 
 from __future__ import annotations
 
@@ -26,10 +27,13 @@ class Metric:
         """The first field (the only one for mean and rate)."""
         return self.fields[0]
 
-    def compute(self, rows: Sequence[Sequence[float]], seed: int = 0) -> tuple[float, tuple[float, float]]:
-        """The metric value and its 95% percentile-bootstrap confidence interval over samples."""
+    def compute(
+        self, rows: Sequence[Sequence[float]], seed: int = 0, clusters: Sequence[str] | None = None
+    ) -> tuple[float, tuple[float, float]]:
+        """The metric value and its 95% percentile-bootstrap confidence interval over samples: over `clusters`
+        (one name per row) and the samples within them when given (two-stage), else over samples."""
         arr = np.asarray(rows, dtype=np.float64).reshape(len(rows), len(self.fields))
-        return float(self.reduce(arr)), bootstrap_ci(arr, self.reduce, seed=seed)
+        return float(self.reduce(arr)), bootstrap_ci(arr, self.reduce, seed=seed, clusters=clusters)
 
 
 def column_mean(a: np.ndarray) -> float:

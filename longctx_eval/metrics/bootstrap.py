@@ -1,36 +1,98 @@
-"""Percentile bootstrap confidence intervals over samples, seeded so equal scores give equal intervals."""
+"""Percentile bootstrap confidence intervals, seeded so equal scores give equal intervals.
+
+Samples that share a cluster (a haystack, a document: `sample.cluster_of`) are not independent: the intervals
+then resample in two stages, clusters with replacement and then, within each drawn cluster, its samples with
+replacement. When every cluster is a single sample this is the plain bootstrap over samples, draw for draw.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import numpy as np
+
+from longctx_eval.metrics.cluster_stats import DEFAULT_NOUN, cluster_codes, count_text
 
 N_RESAMPLES = 2000
 MIN_N_FOR_INTERVAL = 5
 """Fewer samples (or pairs) than this show their value with no interval: every renderer and `compare` use it."""
+MIN_CLUSTERS_FOR_INTERVAL = 2
+"""Samples from fewer clusters than this show no interval either: one haystack says nothing of the next."""
+BLOCK = 250
+"""Resamples drawn per block by the two-stage resampling, so memory stays at BLOCK x n_samples counts."""
 
 
-def has_interval(n: int) -> bool:
-    """Whether `n` samples (or pairs) are enough to show an interval."""
-    return n >= MIN_N_FOR_INTERVAL
+def has_interval(n: int, clusters: int | None = None) -> bool:
+    """Whether `n` samples (or pairs) from `clusters` clusters (None: each its own) are enough to show an interval."""
+    return n >= MIN_N_FOR_INTERVAL and (clusters is None or clusters >= MIN_CLUSTERS_FOR_INTERVAL)
 
 
-def no_interval_text(n: int) -> str:
-    """What is shown instead of an interval over `n` samples: 'n=2, no interval (n < 5)'."""
-    return f"n={n}, no interval (n < {MIN_N_FOR_INTERVAL})"
+def interval_gap(n: int, clusters: int | None = None, noun: str = DEFAULT_NOUN) -> str | None:
+    """Why `n` samples from `clusters` clusters show no interval ('n < 5', '< 2 haystacks'), or None when they do."""
+    if n < MIN_N_FOR_INTERVAL:
+        return f"n < {MIN_N_FOR_INTERVAL}"
+    if clusters is not None and clusters < MIN_CLUSTERS_FOR_INTERVAL:
+        return f"< {MIN_CLUSTERS_FOR_INTERVAL} {noun}"
+    return None
+
+
+def no_interval_text(n: int, clusters: int | None = None, noun: str = DEFAULT_NOUN) -> str:
+    """What is shown instead of an interval: 'n=2, no interval (n < 5)' or 'n=66 over 1 haystack, no interval
+    (< 2 haystacks)'."""
+    if n < MIN_N_FOR_INTERVAL or clusters is None:
+        return f"n={n}, no interval ({interval_gap(n, clusters, noun)})"
+    return f"n={n} over {count_text(clusters, noun)}, no interval ({interval_gap(n, clusters, noun)})"
+
+
+def resample_counts(codes: np.ndarray, rng: np.random.Generator, n_resamples: int) -> np.ndarray:
+    """(n_resamples x n) counts of each sample in two-stage resamples: the G clusters drawn with replacement,
+    then each drawn cluster's m samples drawn with replacement among its own (vectorised: one draw per slot)."""
+    codes = np.asarray(codes, dtype=np.int64)
+    n = codes.size
+    n_groups = int(codes.max()) + 1
+    sizes = np.bincount(codes, minlength=n_groups)
+    members = np.argsort(codes, kind="stable")  # the rows of cluster g are members[starts[g] : starts[g] + sizes[g]]
+    starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    drawn = rng.integers(0, n_groups, size=(n_resamples, n_groups)).ravel()
+    per = sizes[drawn]
+    base = np.repeat(np.repeat(np.arange(n_resamples) * n, n_groups), per)  # each slot's resample, times n
+    offset = np.repeat(starts[drawn], per)
+    within = (rng.random(offset.size) * np.repeat(per, per)).astype(np.int64)
+    slot = offset + within
+    picked = slot if bool((members == np.arange(n)).all()) else members[slot]
+    return np.bincount(base + picked, minlength=n_resamples * n).reshape(n_resamples, n).astype(np.float64)
+
+
+def reduce_counts(values: np.ndarray, reduce: Callable[[np.ndarray], float], counts: np.ndarray) -> np.ndarray:
+    """`reduce` of each resample given as a row of per-sample counts (column means as one matrix product)."""
+    if getattr(reduce, "__name__", "") == "column_mean":
+        return (counts @ values[:, 0]) / counts.sum(axis=1)
+    index = np.arange(values.shape[0])
+    return np.array([reduce(values[np.repeat(index, row.astype(np.int64))]) for row in counts], dtype=np.float64)
 
 
 def replicates(
-    values: np.ndarray, reduce: Callable[[np.ndarray], float], rng: np.random.Generator, n_resamples: int = N_RESAMPLES
+    values: np.ndarray,
+    reduce: Callable[[np.ndarray], float],
+    rng: np.random.Generator,
+    n_resamples: int = N_RESAMPLES,
+    clusters: Sequence[str] | None = None,
 ) -> np.ndarray:
     """`reduce` of `n_resamples` resamples (with replacement) of the rows of `values` (n_samples x n_fields); the
-    one home of the resampling (intervals, contrasts, effective lengths), vectorised for `column_mean`."""
+    one home of the resampling (intervals, contrasts, effective lengths), vectorised for `column_mean`.
+    `clusters` (one name per row) makes it two-stage; all distinct (or None), it is the plain bootstrap."""
     n = values.shape[0]
-    idx = rng.integers(0, n, size=(n_resamples, n))
-    if getattr(reduce, "__name__", "") == "column_mean":
-        return values[idx, 0].mean(axis=1)
-    return np.array([reduce(values[row]) for row in idx], dtype=np.float64)
+    codes = cluster_codes(clusters, n)
+    if codes is None:
+        idx = rng.integers(0, n, size=(n_resamples, n))
+        if getattr(reduce, "__name__", "") == "column_mean":
+            return values[idx, 0].mean(axis=1)
+        return np.array([reduce(values[row]) for row in idx], dtype=np.float64)
+    out = np.empty(n_resamples)
+    for start in range(0, n_resamples, BLOCK):
+        b = min(BLOCK, n_resamples - start)
+        out[start : start + b] = reduce_counts(values, reduce, resample_counts(codes, rng, b))
+    return out
 
 
 def bootstrap_ci(
@@ -40,16 +102,18 @@ def bootstrap_ci(
     level: float = 0.95,
     n_resamples: int = N_RESAMPLES,
     seed: int = 0,
+    clusters: Sequence[str] | None = None,
 ) -> tuple[float, float]:
-    """A `level` percentile-bootstrap interval of `reduce(values)`, resampling rows; degenerate for n < 2."""
+    """A `level` percentile-bootstrap interval of `reduce(values)`, resampling rows (clusters, then rows within
+    them, when `clusters` names each row's); degenerate (the value twice) for n < 2 or a single cluster."""
     arr = values if values.ndim == 2 else values.reshape(-1, 1)
     n = arr.shape[0]
     if n == 0:
         return (0.0, 0.0)
-    if n == 1:
+    if n == 1 or (clusters is not None and len(set(map(str, clusters))) == 1):
         v = float(reduce(arr))
         return (v, v)
-    stats = replicates(arr, reduce, np.random.default_rng(seed), n_resamples)
+    stats = replicates(arr, reduce, np.random.default_rng(seed), n_resamples, clusters)
     alpha = (1.0 - level) / 2.0
     lo, hi = np.quantile(stats, [alpha, 1.0 - alpha])
     return (float(lo), float(hi))

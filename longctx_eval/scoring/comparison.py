@@ -1,8 +1,10 @@
 """Two run folders compared task by task (`longctx-eval compare`): paired differences, tests, Holm's correction.
 
-Per task both runs ran, on its primary metric: the samples are joined by id and design (`paired_scores.join`:
-another context or another question/gold under the same id is refused and counted), and per length and pooled
-the mean difference A - B gets a paired 95% bootstrap interval and a paired test (`scoring/paired_tests.py`).
+Per task both runs ran, on its primary metric (or `metric`, any per-sample metric the task reports): the samples
+are joined by id and design (`paired_scores.join`: another context or another question/gold under the same id is
+refused and counted), and per length and pooled the mean difference A - B gets a paired 95% bootstrap interval
+and a paired test (`scoring/paired_tests.py`), both at the cluster level where pairs share a haystack or
+document; each row names the test it used.
 Holm's correction runs across every row tested (each task's lengths, and its pooled row when it pools two
 lengths or more; a one-length task's pooled row is that length's cell, not tested twice).
 """
@@ -16,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from longctx_eval.errors import ConfigError, OutputError, RunFileError
-from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL, N_RESAMPLES
+from longctx_eval.metrics.bootstrap import MIN_CLUSTERS_FOR_INTERVAL, MIN_N_FOR_INTERVAL, N_RESAMPLES
+from longctx_eval.metrics.cluster_stats import DEFAULT_NOUN, count_text
 from longctx_eval.results import RunResult, TaskResult, read_run
 from longctx_eval.run_folder.score_lines import scores_path
 from longctx_eval.scoring.labels import length_label
@@ -34,6 +37,8 @@ from longctx_eval.scoring.paired_tests import N_FLIPS, TESTS, holm
 Scored = Mapping[PairKey, SampleScore]
 ALPHA = 0.05
 """Significant: Holm-adjusted p below this."""
+STANDARD_RATES = frozenset({"over_length_rate", "error_rate"})
+"""Rates every task reports of its requests, not of its answers: never compared."""
 
 
 @dataclass
@@ -56,10 +61,13 @@ class TaskComparison:
         """A row's Holm p; an untested (one-length pooled) row takes its only cell's."""
         return p if p is not None else float(own[0] or 0.0)
 
+    noun: str = DEFAULT_NOUN
+    """What the task's clusters are ('haystacks', 'documents'), from run A's task result."""
+
     @property
-    def test(self) -> str:
-        """The paired test used (the pooled row's: every row of a task uses the same)."""
-        return self.rows[-1].test if self.rows else ""
+    def tests(self) -> list[str]:
+        """The paired tests the rows used, in row order (a length may use another test than the pooled row)."""
+        return list(dict.fromkeys(r.test for r in self.rows))
 
 
 @dataclass
@@ -75,6 +83,8 @@ class RunComparison:
     skipped: list[tuple[str, str]]
     damaged: list[str] = field(default_factory=list)
     """Why a task was not compared because a file of a run folder is damaged (also in `skipped`): exit 2."""
+    metric: str | None = None
+    """The metric compared (`--metric`); None: each task's primary metric."""
 
     @property
     def family(self) -> int:
@@ -91,10 +101,13 @@ def load_run_folder(path: Path) -> RunResult:
     return read_run(path / "run.json")
 
 
-def compare_runs(run_a: Path, run_b: Path, tasks: Sequence[str] = (), *, seed: int = 0) -> RunComparison:
-    """Compare two run folders on `tasks` (default: every task both ran). Named tasks that cannot be compared,
-    and a comparison with no pair at all, raise ConfigError (RunFileError where a file is damaged); a damaged
-    task among others is listed in `damaged`, the others compared."""
+def compare_runs(
+    run_a: Path, run_b: Path, tasks: Sequence[str] = (), *, seed: int = 0, metric: str | None = None
+) -> RunComparison:
+    """Compare two run folders on `tasks` (default: every task both ran), on each task's primary metric or on
+    `metric`. Named tasks that cannot be compared, a `metric` no compared task reports, and a comparison with
+    no pair at all, raise ConfigError (RunFileError where a file is damaged); a damaged task among others is
+    listed in `damaged`, the others compared."""
     if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
         raise ConfigError(f"--seed: expected a non-negative integer (the resamples' seed), got {seed!r}")
     a, b = load_run_folder(run_a), load_run_folder(run_b)
@@ -109,11 +122,16 @@ def compare_runs(run_a: Path, run_b: Path, tasks: Sequence[str] = (), *, seed: i
     skipped += [(n, f"only in {run_b}") for n in sorted(by_b.keys() - by_a.keys()) if not tasks]
     if not names:
         raise ConfigError(f"{run_a} and {run_b} share no task")
+    if metric is not None:
+        known = {n: reported_metrics(by_a[n], by_b[n]) for n in names}
+        if not any(metric in found for found in known.values()):
+            listed = "; ".join(f"{n}: {', '.join(found) or 'none'}" for n, found in known.items())
+            raise ConfigError(f"--metric {metric!r}: no compared task reports it; metrics both runs report: {listed}")
     compared: list[TaskComparison] = []
     damaged: list[str] = []
     for name in names:
         try:
-            compared.append(_compare_task(run_a, run_b, by_a[name], by_b[name], seed))
+            compared.append(_compare_task(run_a, run_b, by_a[name], by_b[name], seed, metric))
         except (ConfigError, RunFileError, OutputError) as exc:
             if tasks:
                 raise
@@ -126,11 +144,30 @@ def compare_runs(run_a: Path, run_b: Path, tasks: Sequence[str] = (), *, seed: i
         why = "; ".join(f"{n}: {r}" for n, r in skipped)
         raise (RunFileError if damaged else ConfigError)(f"nothing to compare between {run_a} and {run_b}: {why}")
     _apply_holm(compared)
-    return RunComparison(run_a, run_b, a.model.name, b.model.name, seed, compared, skipped, damaged)
+    return RunComparison(run_a, run_b, a.model.name, b.model.name, seed, compared, skipped, damaged, metric)
 
 
-def _compare_task(run_a: Path, run_b: Path, ta: TaskResult, tb: TaskResult, seed: int) -> TaskComparison:
-    ma, mb = _primary(ta), _primary(tb)
+def reported_metrics(ta: TaskResult, tb: TaskResult) -> list[str]:
+    """The metrics both runs report for a task (run A's order), the standard over_length/error rates left out."""
+    theirs = {r.metric for r in tb.results}
+    return [m for m in dict.fromkeys(r.metric for r in ta.results) if m in theirs and m not in STANDARD_RATES]
+
+
+def _compare_task(
+    run_a: Path, run_b: Path, ta: TaskResult, tb: TaskResult, seed: int, metric: str | None = None
+) -> TaskComparison:
+    ma: str | None
+    mb: str | None
+    if metric is not None:
+        available = reported_metrics(ta, tb)
+        if metric not in available:
+            raise ConfigError(
+                f"task {ta.name!r}: --metric {metric!r} is not reported by both runs; metrics both report: "
+                f"{', '.join(available) or 'none'}"
+            )
+        ma = mb = metric
+    else:
+        ma, mb = _primary(ta), _primary(tb)
     if ma is None or mb is None:
         raise ConfigError(f"task {ta.name!r}: {run_a if ma is None else run_b} reports no metric for it")
     if ma != mb:
@@ -146,8 +183,9 @@ def _compare_task(run_a: Path, run_b: Path, ta: TaskResult, tb: TaskResult, seed
                 f"samples/{ta.name}.jsonl; `longctx-eval score {run}` writes them)"
             )
         if not any(ma in s.scores or ma in s.null for s in found.values()):
+            which = "metric" if metric is not None else "primary metric"
             raise ConfigError(
-                f"task {ta.name!r}: its primary metric {ma} is not a per-sample score in {run} (a ratio or renamed)"
+                f"task {ta.name!r}: its {which} {ma} is not a per-sample score in {run} (a ratio or renamed)"
             )
     joined = join(sa, sb, ma)
     if not joined.pairs:
@@ -161,6 +199,7 @@ def _compare_task(run_a: Path, run_b: Path, ta: TaskResult, tb: TaskResult, seed
         args_equal=ta.args == tb.args,
         joined=joined,
         rows=rows,
+        noun=ta.cluster_noun or DEFAULT_NOUN,
     )
 
 
@@ -221,9 +260,10 @@ def to_json(c: RunComparison) -> dict[str, Any]:
         "a": {"run": str(c.run_a), "model": c.model_a},
         "b": {"run": str(c.run_b), "model": c.model_b},
         "seed": c.seed,
+        "metric": c.metric,
         "alpha": ALPHA,
-        "interval": f"95% percentile bootstrap over the pairs ({N_RESAMPLES} resamples, seed {c.seed}); "
-        f"null under {MIN_N_FOR_INTERVAL} pairs",
+        "interval": f"95% percentile bootstrap over the clusters, then the pairs within them ({N_RESAMPLES} "
+        f"resamples, seed {c.seed}); null under {MIN_N_FOR_INTERVAL} pairs or {MIN_CLUSTERS_FOR_INTERVAL} clusters",
         "tests": TESTS,
         "sign_flip_resamples": N_FLIPS,
         "holm_family": c.family,
@@ -232,7 +272,8 @@ def to_json(c: RunComparison) -> dict[str, Any]:
                 "task": t.task,
                 "capability": t.capability,
                 "metric": t.metric,
-                "test": t.test,
+                "tests": t.tests,
+                "cluster_noun": t.noun,
                 "versions": {"a": t.versions[0], "b": t.versions[1]},
                 "args_equal": t.args_equal,
                 "pairs": len(t.joined.pairs),
@@ -243,6 +284,8 @@ def to_json(c: RunComparison) -> dict[str, Any]:
                     {
                         "length": r.length,
                         "n": r.n,
+                        "clusters": r.clusters,
+                        "test": r.test,
                         "mean_a": r.mean_a,
                         "mean_b": r.mean_b,
                         "difference": r.difference,
@@ -266,15 +309,17 @@ def to_json(c: RunComparison) -> dict[str, Any]:
 def to_text(c: RunComparison) -> str:
     """The comparison as text: a header saying what was computed, then one table per task."""
     lines = [
-        f"{c.model_a} ({c.run_a}) vs {c.model_b} ({c.run_b}): A - B of each task's primary metric, "
-        "paired by sample id and design (same context, question and gold)",
-        f"interval: 95% paired bootstrap ({N_RESAMPLES} resamples, seed {c.seed}; none under "
-        f"{MIN_N_FOR_INTERVAL} pairs); p: "
-        + "; ".join(f"{name} = {text}" for name, text in TESTS.items() if any(t.test == name for t in c.tasks))
+        f"{c.model_a} ({c.run_a}) vs {c.model_b} ({c.run_b}): A - B of each task's "
+        + (f"{c.metric}" if c.metric is not None else "primary metric")
+        + ", paired by sample id and design (same context, question and gold)",
+        f"interval: 95% paired bootstrap over the clusters (haystacks, documents), then the pairs within them "
+        f"({N_RESAMPLES} resamples, seed {c.seed}; none under {MIN_N_FOR_INTERVAL} pairs or "
+        f"{MIN_CLUSTERS_FOR_INTERVAL} clusters); p: "
+        + "; ".join(f"{name} = {text}" for name, text in TESTS.items() if any(name in t.tests for t in c.tasks))
         + f"; Holm-adjusted over {c.family} test(s); significant: Holm p < {ALPHA}",
     ]
-    head = ["length", "n", "A", "B", "A-B", "95% CI", "p", "Holm p", "significant"]
     for t in c.tasks:
+        head = ["length", "n", t.noun, "A", "B", "A-B", "95% CI", "test", "p", "Holm p", "significant"]
         j = t.joined
         refused = ", ".join(f"{n} refused: {why}" for why, n in j.refused.items()) or "0 refused"
         extra = [] if t.args_equal else ["task arguments differ"]
@@ -282,17 +327,20 @@ def to_text(c: RunComparison) -> str:
             extra.append(f"versions differ (A v{t.versions[0]}, B v{t.versions[1]})")
         lines += [
             "",
-            f"{t.task} ({t.capability}) · {t.metric} · {t.test} · {len(j.pairs)} pairs; {refused}; "
+            f"{t.task} ({t.capability}) · {t.metric} · {', '.join(t.tests)} · {len(j.pairs)} pairs over "
+            f"{count_text(_pooled_clusters(t), t.noun)}; {refused}; "
             f"unpaired: {j.only_a} only in A, {j.only_b} only in B" + "".join(f"; {e}" for e in extra),
         ]
         body = [
             [
                 length_label(r.length),
                 str(r.n),
+                "" if r.clusters is None else str(r.clusters),
                 f"{r.mean_a:.3f}",
                 f"{r.mean_b:.3f}",
                 f"{r.difference:+.3f}",
-                r.interval_text(),
+                r.interval_text(t.noun),
+                r.test,
                 p_text(r.p_value),
                 p_text(p) + ("" if on else "*"),
                 "yes" if is_significant(p) else "no",
@@ -311,6 +359,12 @@ def to_text(c: RunComparison) -> str:
     if c.skipped:
         lines += ["", "not compared: " + "; ".join(f"{n}: {r}" for n, r in c.skipped)]
     return "\n".join(lines) + "\n"
+
+
+def _pooled_clusters(t: TaskComparison) -> int:
+    """The clusters of every pair of a task (its pooled row's count)."""
+    last = t.rows[-1] if t.rows else None
+    return len(t.joined.pairs) if last is None or last.clusters is None else last.clusters
 
 
 def p_text(p: float) -> str:

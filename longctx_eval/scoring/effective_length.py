@@ -4,9 +4,10 @@ Absolute (RULER): the threshold is fixed, 0.856 by default (RULER's 85.6 on a 0-
 the threshold is a fraction (0.85 by default) of the model's own score at its shortest evaluated length. The
 score must hold at *every* evaluated length up to the effective length, so a dip in the middle stops it
 there. 0 means the score was below the threshold already at the shortest evaluated length (and, for the
-relative kind, a model scoring 0 there has effective length 0). The interval resamples the samples within
-each length, recomputes the effective length, and takes the 2.5/97.5 percentiles of the replicates (observed
-lengths, never interpolated ones).
+relative kind, a model scoring 0 there has effective length 0). The interval resamples within each length
+(its clusters, then the samples within them), recomputes the effective length, and takes the 2.5/97.5
+percentiles of the replicates (observed lengths, never interpolated ones); `min_n` and `min_clusters` say
+whether it may be shown (`metrics.bootstrap.has_interval` at the thinnest length).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import numpy as np
 from longctx_eval.errors import ConfigError
 from longctx_eval.metrics.aggregate import Metric
 from longctx_eval.metrics.bootstrap import N_RESAMPLES, replicates
+from longctx_eval.metrics.cluster_stats import cluster_count
 from longctx_eval.results import Coverage, EffectiveLength
 
 DEFAULT_THRESHOLD = 0.856
@@ -72,12 +74,15 @@ def effective_lengths(
     *,
     seed: int = 0,
     n_resamples: int = N_RESAMPLES,
+    clusters: Mapping[int, Sequence[str]] | None = None,
 ) -> list[EffectiveLength]:
     """Absolute and relative effective length of `metric` from each length's (samples x fields) score array.
 
     Empty when fewer than two lengths were evaluated or the metric is not a 0-1 score at every length.
-    `coverage` says which longer planned lengths were over the model's window (`limited_by_window`).
+    `coverage` says which longer planned lengths were over the model's window (`limited_by_window`);
+    `clusters` names each length's samples' clusters (None: each sample its own).
     """
+    clusters = clusters or {}
     lengths = sorted(n for n, arr in per_length.items() if arr.shape[0] > 0)
     if len(lengths) < 2:
         return []
@@ -86,11 +91,13 @@ def effective_lengths(
         return []
     reps = np.stack(
         [
-            replicates(per_length[n], metric.reduce, np.random.default_rng([seed, i]), n_resamples)
+            replicates(per_length[n], metric.reduce, np.random.default_rng([seed, i]), n_resamples, clusters.get(n))
             for i, n in enumerate(lengths)
         ],
         axis=1,
     )
+    min_n = min(per_length[n].shape[0] for n in lengths)
+    min_clusters = min(cluster_count(clusters.get(n), per_length[n].shape[0]) for n in lengths)
     over = sorted({c.length for c in coverage if c.depth is None and c.evaluated == 0 and c.over_length > 0})
     base = float(values[0])
     kinds: list[tuple[Literal["absolute", "relative"], float, np.ndarray, dict[str, Any]]] = [
@@ -114,6 +121,8 @@ def effective_lengths(
                 threshold=round(threshold, 6),
                 value=value,
                 ci95=(int(lo), int(hi)),
+                min_n=min_n,
+                min_clusters=min_clusters,
                 lengths=lengths,
                 limited_by_window=value == lengths[-1] and any(n > value for n in over),
                 over_window_lengths=over,

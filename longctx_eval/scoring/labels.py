@@ -3,7 +3,8 @@ and LEADERBOARD.md."""
 
 from __future__ import annotations
 
-from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL, has_interval, no_interval_text
+from longctx_eval.metrics.bootstrap import interval_gap
+from longctx_eval.metrics.cluster_stats import DEFAULT_NOUN, count_text
 from longctx_eval.results import CompositeScore, ContrastResult, EffectiveLength, MetricResult
 
 DASH = "—"
@@ -16,24 +17,42 @@ def format_number(value: float, unit_interval: bool) -> str:
     return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.3g}"
 
 
-def format_cell(row: MetricResult | None, n_label: str | None = None) -> str:
-    """'0.80 [0.60, 0.95] n=20', '0.14 n=2, no interval (n < 5)' (too few samples), or a dash when not reported;
+def clustered(row: MetricResult) -> bool:
+    """Whether the row's samples share clusters (fewer clusters than samples): then its count names them."""
+    return row.clusters is not None and row.clusters < row.n
+
+
+def cluster_label(row: MetricResult, noun: str = DEFAULT_NOUN) -> str:
+    """' over 4 haystacks, n_eff 31.2' for a row whose samples share clusters, else ''."""
+    if not clustered(row):
+        return ""
+    eff = "" if row.n_eff is None else f", n_eff {format_number(row.n_eff, False)}"
+    return f" over {count_text(row.clusters or 0, noun)}{eff}"
+
+
+def format_cell(row: MetricResult | None, n_label: str | None = None, noun: str = DEFAULT_NOUN) -> str:
+    """'0.80 [0.60, 0.95] n=20', '0.80 [0.55, 0.98] n=100 over 4 haystacks, n_eff 31.2' (samples sharing
+    clusters), '0.14 n=2, no interval (n < 5)' (too few samples or clusters), or a dash when not reported;
     `n_label` replaces the 'n=20' count (a partial cell's 'n=2/5')."""
     if row is None:
         return DASH
     unit = all(0.0 <= v <= 1.0 for v in (row.value, *row.ci95))
-    count = n_label or f"n={row.n}"
-    if not has_interval(row.n):
-        return f"{format_number(row.value, unit)} {count}, no interval (n < {MIN_N_FOR_INTERVAL})"
+    count = (n_label or f"n={row.n}") + cluster_label(row, noun)
+    gap = interval_gap(row.n, row.clusters, noun)
+    if gap is not None:
+        return f"{format_number(row.value, unit)} {count}, no interval ({gap})"
     lo, hi = (format_number(v, unit) for v in row.ci95)
     return f"{format_number(row.value, unit)} [{lo}, {hi}] {count}"
 
 
-def summary_value(row: MetricResult) -> str:
-    """A pooled metric in the run summary: 'score=0.800 [0.60, 0.95]' or 'score=0.500 n=2, no interval (n < 5)'."""
-    if not has_interval(row.n):
-        return f"{row.metric}={row.value:.3f} {no_interval_text(row.n)}"
-    return f"{row.metric}={row.value:.3f} [{row.ci95[0]:.2f}, {row.ci95[1]:.2f}]"
+def summary_value(row: MetricResult, noun: str = DEFAULT_NOUN, counted: bool = False) -> str:
+    """A pooled metric in the run summary: 'score=0.800 [0.60, 0.95]', or 'score=0.500 n=2, no interval (n < 5)';
+    `counted` (the task's first row) adds '(n=100 over 4 haystacks, n_eff 31.2)' when its samples share clusters."""
+    gap = interval_gap(row.n, row.clusters, noun)
+    if gap is not None:
+        return f"{row.metric}={row.value:.3f} n={row.n}{cluster_label(row, noun)}, no interval ({gap})"
+    text = f"{row.metric}={row.value:.3f} [{row.ci95[0]:.2f}, {row.ci95[1]:.2f}]"
+    return text + (f" (n={row.n}{cluster_label(row, noun)})" if counted and clustered(row) else "")
 
 
 def length_label(length: int | None) -> str:
@@ -52,10 +71,15 @@ def effective_label(value: int, lengths: list[int]) -> str:
     return length_label(value)
 
 
-def format_effective(e: EffectiveLength) -> str:
-    """'4K [2K, 8K]', with ' (window)' when the model's window, not its score, ended the measurement."""
-    lo, hi = (effective_label(v, e.lengths) for v in e.ci95)
-    text = f"{effective_label(e.value, e.lengths)} [{lo}, {hi}]"
+def format_effective(e: EffectiveLength, noun: str = DEFAULT_NOUN) -> str:
+    """'4K [2K, 8K]', with ' (window)' when the model's window, not its score, ended the measurement; '4K (no
+    interval: n < 5 at a length)' when a length had too few samples or clusters to resample."""
+    gap = None if e.min_n is None else interval_gap(e.min_n, e.min_clusters, noun)
+    if gap is not None:
+        text = f"{effective_label(e.value, e.lengths)} (no interval: {gap} at a length)"
+    else:
+        lo, hi = (effective_label(v, e.lengths) for v in e.ci95)
+        text = f"{effective_label(e.value, e.lengths)} [{lo}, {hi}]"
     return text + (" (window)" if e.limited_by_window else "")
 
 
@@ -67,10 +91,10 @@ def effective_rule(e: EffectiveLength) -> str:
     return text
 
 
-def effective_sentence(e: EffectiveLength) -> str:
+def effective_sentence(e: EffectiveLength, noun: str = DEFAULT_NOUN) -> str:
     """One line: kind, rule, value with interval, the lengths it ran over, whether the window limited it."""
     lengths = ", ".join(length_label(n) for n in e.lengths)
-    text = f"effective length, {e.kind} ({effective_rule(e)}): {format_effective(e)} (lengths {lengths})"
+    text = f"effective length, {e.kind} ({effective_rule(e)}): {format_effective(e, noun)} (lengths {lengths})"
     if e.limited_by_window:
         over = ", ".join(length_label(n) for n in e.over_window_lengths if n > e.value)
         text += f"; limited by the model's window ({over} over it)"
@@ -89,17 +113,27 @@ def contrast_label(c: ContrastResult) -> str:
     return f"{c.key}={value_text(c.a)} - {c.key}={value_text(c.b)}"
 
 
-def format_difference(c: ContrastResult) -> str:
-    """'0.31 [0.12, 0.50]'."""
+def format_difference(c: ContrastResult, noun: str = DEFAULT_NOUN) -> str:
+    """'0.31 [0.12, 0.50]', or '0.31 (no interval: n < 5)' when a side has too few samples or clusters."""
+    gap = interval_gap(c.n_a, c.clusters_a, noun) or interval_gap(c.n_b, c.clusters_b, noun)
+    if gap is not None:
+        return f"{c.difference:.2f} (no interval: {gap})"
     return f"{c.difference:.2f} [{c.ci95[0]:.2f}, {c.ci95[1]:.2f}]"
 
 
-def contrast_sentence(c: ContrastResult) -> str:
-    """One line: name, metric and sides, difference with interval, each side's value and n."""
+def side_count(n: int, clusters: int | None, noun: str = DEFAULT_NOUN) -> str:
+    """'n=12', or 'n=12 over 3 haystacks' when the side's samples share clusters."""
+    shared = clusters is not None and clusters < n
+    return f"n={n}" + (f" over {count_text(clusters or 0, noun)}" if shared else "")
+
+
+def contrast_sentence(c: ContrastResult, noun: str = DEFAULT_NOUN) -> str:
+    """One line: name, metric and sides, difference with interval, each side's value, n and clusters."""
     where = "all lengths" if c.length is None else length_label(c.length)
     return (
-        f"{c.name} ({c.metric}: {contrast_label(c)}, {where}): {format_difference(c)} "
-        f"({c.value_a:.2f} n={c.n_a} vs {c.value_b:.2f} n={c.n_b})"
+        f"{c.name} ({c.metric}: {contrast_label(c)}, {where}): {format_difference(c, noun)} "
+        f"({c.value_a:.2f} {side_count(c.n_a, c.clusters_a, noun)} vs {c.value_b:.2f} "
+        f"{side_count(c.n_b, c.clusters_b, noun)})"
     )
 
 

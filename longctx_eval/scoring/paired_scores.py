@@ -3,10 +3,12 @@
 A pair is the same sample id with the same design: the same context (the sha256 of the context in
 `samples/<task>.jsonl`) and the same question and gold. The same id built in another tokenizer is another
 haystack, and the same id under another task version or arguments may ask something else: such ids are
-refused, never paired, and counted by reason (`join`). The difference A - B of a score field is averaged per
-length and pooled, with a seeded 95% percentile bootstrap over the pairs (`metrics/bootstrap.py`) and a
-paired test (`scoring/paired_tests.py`: McNemar's exact test for 0/1 scores, else a sign-flip permutation
-test); `significant` when the interval excludes 0.
+refused, never paired, and counted by reason (`join`). A pair's cluster is its sample's (metadata `cluster`:
+the haystack or document it was built from; else the sample alone). The difference A - B of a score field is
+averaged per length and pooled, with a seeded 95% percentile bootstrap over the clusters and the pairs within
+them (`metrics/bootstrap.py`) and a paired test (`scoring/paired_tests.py`: the sign-flip test of per-cluster
+sums where pairs share clusters; else McNemar's exact test for 0/1 scores, else a sign-flip permutation test);
+`significant` when the interval excludes 0.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ import numpy as np
 from longctx_eval.errors import RunFileError
 from longctx_eval.metrics.aggregate import column_mean
 from longctx_eval.metrics.bootstrap import bootstrap_ci, has_interval, no_interval_text
+from longctx_eval.metrics.cluster_stats import DEFAULT_NOUN
 from longctx_eval.progress import console, console_text
 from longctx_eval.run_folder.json_lines import read_records
 from longctx_eval.run_folder.sample_lines import SAMPLE_LINE, sample_line_problem, samples_path
@@ -49,6 +52,8 @@ class SampleScore:
     design_sha256: str = ""
     null: frozenset[str] = frozenset()
     """Score fields the line holds as null (a non-finite value, left out of `scores`)."""
+    cluster: str = ""
+    """What the sample is not independent of (metadata `cluster`); empty: the sample alone."""
 
 
 @dataclass(frozen=True)
@@ -70,8 +75,8 @@ class Join:
 
 @dataclass(frozen=True)
 class PairedDifference:
-    """A - B over the pairs of one length (None = pooled): n pairs, both means, the difference and its interval,
-    and the paired test (its name and two-sided p-value)."""
+    """A - B over the pairs of one length (None = pooled): n pairs from `clusters` clusters, both means, the
+    difference and its interval, and the paired test this row used (its name and two-sided p-value)."""
 
     length: int | None
     n: int
@@ -79,16 +84,18 @@ class PairedDifference:
     mean_b: float
     difference: float
     ci95: tuple[float, float] | None
-    """None with fewer than MIN_N_FOR_INTERVAL pairs: too few to show an interval."""
+    """None with fewer than MIN_N_FOR_INTERVAL pairs or from one cluster: too few to show an interval."""
     a_better: int
     b_better: int
     test: str = ""
     p_value: float = 1.0
+    clusters: int | None = None
+    """Distinct clusters of the pairs (None: not known; each pair its own)."""
 
-    def interval_text(self) -> str:
-        """'[+0.010, +0.200]', or 'n=2, no interval (n < 5)' when too few pairs to show one."""
+    def interval_text(self, noun: str = DEFAULT_NOUN) -> str:
+        """'[+0.010, +0.200]', or 'n=2, no interval (n < 5)' when too few pairs (or clusters) to show one."""
         if self.ci95 is None:
-            return no_interval_text(self.n)
+            return no_interval_text(self.n, self.clusters, noun)
         return f"[{self.ci95[0]:+.3f}, {self.ci95[1]:+.3f}]"
 
     @property
@@ -122,7 +129,8 @@ def read_sample_scores(run_dir: Path, task: str) -> dict[PairKey, SampleScore]:
         values = {k: float(v) for k, v in given.items() if v is not None and math.isfinite(v)}
         length = (rec.get("metadata") or {}).get("target_tokens")
         null = frozenset(given.keys() - values.keys())
-        out[(rec["id"], sha)] = SampleScore(length, values, design, null)
+        cluster = (rec.get("metadata") or {}).get("cluster")
+        out[(rec["id"], sha)] = SampleScore(length, values, design, null, "" if cluster is None else str(cluster))
     return out
 
 
@@ -200,8 +208,10 @@ def _difference(
     va = np.array([a[k].scores[field] for k in keys])
     vb = np.array([b[k].scores[field] for k in keys])
     diff = va - vb
-    ci95 = bootstrap_ci(diff, column_mean, seed=seed) if has_interval(len(keys)) else None
-    test, p = paired_test(va, vb, seed=seed)
+    clusters = [a[k].cluster or b[k].cluster or k[0] for k in keys]
+    count = len(set(clusters))
+    ci95 = bootstrap_ci(diff, column_mean, seed=seed, clusters=clusters) if has_interval(len(keys), count) else None
+    test, p = paired_test(va, vb, seed=seed, clusters=clusters)
     return PairedDifference(
         length=length,
         n=len(keys),
@@ -213,6 +223,7 @@ def _difference(
         b_better=int((diff < 0).sum()),
         test=test,
         p_value=p,
+        clusters=count,
     )
 
 

@@ -1,5 +1,8 @@
 """Paired significance tests of two systems scored on the same samples, and Holm's correction across them.
 
+- Pairs that share a cluster (a haystack, a document) are not independent: the test is then a sign-flip
+  permutation test of the per-cluster summed differences (under the null each cluster's sum is symmetric
+  about 0), whatever the scores; the tests below apply only where every cluster is a single pair.
 - Binary scores (every per-sample value of both systems in {0, 1}): McNemar's exact test, a two-sided
   binomial test of the discordant pairs (A right and B wrong vs the reverse) against p = 1/2.
 - Any other score: a two-sided sign-flip permutation test of the mean paired difference (under the null the
@@ -14,15 +17,21 @@ Every function here takes arrays and is vectorised, so simulations of thousands 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Sequence
 
 import numpy as np
 from scipy.stats import binom
 
+from longctx_eval.metrics.cluster_stats import cluster_codes
+
 MCNEMAR = "mcnemar-exact"
 SIGN_FLIP = "sign-flip"
+CLUSTER_SIGN_FLIP = "cluster-sign-flip"
 TESTS = {
     MCNEMAR: "McNemar's exact test (two-sided binomial test of the discordant pairs, p = 1/2)",
     SIGN_FLIP: "sign-flip permutation test of the mean paired difference (two-sided)",
+    CLUSTER_SIGN_FLIP: "sign-flip permutation test of the per-cluster summed differences (two-sided; pairs "
+    "sharing a haystack or document are one unit)",
 }
 """The tests by name, with the sentence that explains each (shown by `compare` and on the leaderboard)."""
 
@@ -85,14 +94,30 @@ def sign_flip(diff: np.ndarray, *, n_flips: int = N_FLIPS, seed: int = 0) -> flo
     return (1 + hits) / (1 + n_flips)
 
 
-def paired_test(a: np.ndarray, b: np.ndarray, *, seed: int = 0) -> tuple[str, float]:
-    """(test name, two-sided p-value) for paired scores: McNemar's exact test when both are binary, else the
-    sign-flip permutation test of the mean difference."""
+def cluster_sums(diff: np.ndarray, codes: np.ndarray) -> np.ndarray:
+    """The paired differences summed per cluster (`codes`: 0..G-1 per pair)."""
+    return np.bincount(np.asarray(codes, dtype=np.int64), weights=np.asarray(diff, dtype=np.float64))
+
+
+def paired_test(
+    a: np.ndarray,
+    b: np.ndarray,
+    *,
+    seed: int = 0,
+    clusters: Sequence[str] | None = None,
+    n_flips: int = N_FLIPS,
+) -> tuple[str, float]:
+    """(test name, two-sided p-value) for paired scores: where pairs share clusters (`clusters`, one name per
+    pair) the sign-flip test of the per-cluster summed differences; else McNemar's exact test when both are
+    binary, else the sign-flip permutation test of the mean difference."""
     a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    codes = cluster_codes(clusters, a.size)
+    if codes is not None:
+        return CLUSTER_SIGN_FLIP, sign_flip(cluster_sums(a - b, codes), n_flips=n_flips, seed=seed)
     if is_binary(a, b):
         only_a, only_b = discordant(a, b)
         return MCNEMAR, float(mcnemar_exact(int(only_a), int(only_b)))
-    return SIGN_FLIP, sign_flip(a - b, seed=seed)
+    return SIGN_FLIP, sign_flip(a - b, n_flips=n_flips, seed=seed)
 
 
 def holm(p_values: np.ndarray | list[float]) -> np.ndarray:

@@ -22,6 +22,7 @@ from longctx_eval.discovery import discover
 from longctx_eval.errors import LongctxError, RunFileError
 from longctx_eval.hashing import sha256_json, sha256_text
 from longctx_eval.metrics.aggregate import Metric, rate
+from longctx_eval.metrics.cluster_stats import DEFAULT_NOUN
 from longctx_eval.progress import console, console_text
 from longctx_eval.results import (
     Coverage,
@@ -43,7 +44,7 @@ from longctx_eval.run_folder.manifest import Manifest, TaskEntry, read_manifest
 from longctx_eval.run_folder.predictions import PredictionStore, combine_parts, record_to_prediction
 from longctx_eval.run_folder.sample_lines import SAMPLE_LINE, SCORED_FIELDS, sample_line_problem, samples_path
 from longctx_eval.run_folder.score_lines import score_record, scores_path, write_scores
-from longctx_eval.sample import Prediction, Sample, Score, stratum_of
+from longctx_eval.sample import Prediction, Sample, Score, cluster_of, stratum_of
 from longctx_eval.scoring.composite import CompositeConfig, with_composite
 from longctx_eval.scoring.contrasts import contrast_results
 from longctx_eval.scoring.curves import curve_results
@@ -51,6 +52,7 @@ from longctx_eval.scoring.effective_length import EffectiveLengthConfig, effecti
 from longctx_eval.scoring.labels import composite_sentence, contrast_sentence, effective_sentence, summary_value
 from longctx_eval.scoring.latency import serving_section
 from longctx_eval.scoring.rows import metric_row
+from longctx_eval.scoring.semantic import semantic_scores, served_order
 from longctx_eval.scoring.slicing import evaluated, length_of, slice_rows
 from longctx_eval.scoring.timing import timing_fields
 from longctx_eval.task import Task, TaskInfo
@@ -278,11 +280,13 @@ def _score_task(
         preds.append(pred)
         score = score_one(task.scorer, sample, pred)
         scored.append((sample, score))
-        records.append(score_record(sample, pred, score))
         seconds += pred.seconds
         tokens += pred.prompt_tokens or 0
         if pred.completion_tokens is not None:
             completions = (completions or 0) + pred.completion_tokens
+    served = served_order(store.records, [keys for _, keys in pairs])
+    scored, semantic = semantic_scores(task.metrics, scored, preds, served)  # tasks declaring semantic metrics
+    records = [score_record(sample, pred, score) for (sample, score), pred in zip(scored, preds, strict=True)]
     primary = task.primary_metric(entry.capability)
     metrics = [primary, *(m for m in task.metrics if m is not primary)]  # the headline metric leads the rows
     warnings = list(entry.warnings)
@@ -311,6 +315,7 @@ def _score_task(
         errors=n_failed,
         failures=failures,
         results=grouped_results(scored, [*metrics, *STANDARD_METRICS]),
+        cluster_noun=None if task.cluster_noun == DEFAULT_NOUN else task.cluster_noun,
         throughput=Throughput(
             samples_per_s=n_ok / seconds if seconds else 0.0,
             prompt_tokens_per_s=tokens / seconds if seconds else 0.0,
@@ -335,6 +340,7 @@ def _score_task(
         contrasts=contrast_results(scored, task.contrasts, {m.name: m for m in task.metrics}),
         effective_length=_effective(scored, primary, effective, covered),
         serving=_serving(store.records[k] for _, keys in pairs for k in keys),  # served models only
+        semantic=semantic,
     )
     result = with_composite(result, primary.name, [s for s, _ in scored], records, composite)  # served runs only
     write_scores(scores_path(run_dir, entry.name), records)
@@ -344,13 +350,16 @@ def _score_task(
 def _effective(
     scored: list[tuple[Sample, Score]], primary: Metric, config: EffectiveLengthConfig, covered: list[Coverage]
 ) -> list[EffectiveLength]:
-    """Effective lengths of the primary metric over the samples that fit the window, per length."""
+    """Effective lengths of the primary metric over the samples that fit the window, per length (each length's
+    interval resamples its clusters, then the samples within them)."""
     per_length: dict[int, list[list[float]]] = defaultdict(list)
+    clusters: dict[int, list[str]] = defaultdict(list)
     for sample, score in evaluated(scored):
         if all(f in score.values for f in primary.fields):
             per_length[length_of(sample)].append([score.values[f] for f in primary.fields])
+            clusters[length_of(sample)].append(cluster_of(sample))
     arrays = {n: np.asarray(rows, dtype=np.float64) for n, rows in per_length.items()}
-    return effective_lengths(arrays, primary, config, covered)
+    return effective_lengths(arrays, primary, config, covered, clusters=clusters)
 
 
 def coverage(scored: list[tuple[Sample, Score]], planned: list[tuple[int, float | None, int]]) -> list[Coverage]:
@@ -385,37 +394,39 @@ def grouped_results(scored: list[tuple[Sample, Score]], metrics: list[Metric]) -
     """Each metric per (length, depth), per length pooled over depths, and pooled over everything.
 
     Over-window samples count only in `over_length`, failed ones only in `error` (over the samples that fit);
-    every other metric is over the samples that fit and did not fail.
+    every other metric is over the samples that fit and did not fail. Each row's interval resamples the
+    samples' clusters (`sample.cluster_of`), then the samples within them.
     """
-    groups: dict[tuple[int | None, float | None], list[Score]] = defaultdict(list)
+    groups: dict[tuple[int | None, float | None], list[tuple[Score, str]]] = defaultdict(list)
     length: int | None  # a sample's length, then a group's (None: pooled)
     for sample, score in scored:
         length, depth = stratum_of(sample)
-        groups[(None, None)].append(score)
-        groups[(length, None)].append(score)
+        item = (score, cluster_of(sample))
+        groups[(None, None)].append(item)
+        groups[(length, None)].append(item)
         if depth is not None:
-            groups[(length, depth)].append(score)
+            groups[(length, depth)].append(item)
     rows = []
-    for (length, depth), scores in sorted(groups.items(), key=_group_order):
+    for (length, depth), items in sorted(groups.items(), key=_group_order):
         for m in metrics:
-            pool = _pool(m, scores)
-            row = metric_row(m, pool, length, depth)
+            pool = _pool(m, items)
+            row = metric_row(m, [s for s, _ in pool], length, depth, clusters=[c for _, c in pool])
             if row is not None:
                 rows.append(row)
     return rows
 
 
-def _pool(metric: Metric, scores: list[Score]) -> list[Score]:
-    """The samples `metric` is computed over (see OVER_ALL and OVER_FITTING)."""
+def _pool(metric: Metric, items: list[tuple[Score, str]]) -> list[tuple[Score, str]]:
+    """The (score, cluster) items `metric` is computed over (see OVER_ALL and OVER_FITTING)."""
     if OVER_ALL.issuperset(metric.fields):
-        return scores
-    fitting = [s for s in scores if not s.values.get("over_length")]
+        return items
+    fitting = [(s, c) for s, c in items if not s.values.get("over_length")]
     if OVER_FITTING.issuperset(metric.fields):
         return fitting
-    return [s for s in fitting if not s.values.get("error")]
+    return [(s, c) for s, c in fitting if not s.values.get("error")]
 
 
-def _group_order(item: tuple[tuple[int | None, float | None], list[Score]]) -> tuple:
+def _group_order(item: tuple[tuple[int | None, float | None], list[tuple[Score, str]]]) -> tuple:
     (length, depth), _ = item
     return (length is not None, length or 0, depth is not None, depth or 0.0)
 
@@ -429,7 +440,8 @@ def print_summary(report: ScoreReport, announced: Iterable[str] = ()) -> None:
     # markup=False, a value beside the line's own markup goes through console_text (issue 39).
     for t in report.run.tasks:
         pooled = [r for r in t.results if r.length is None and r.depth is None]
-        text = ", ".join(summary_value(r) for r in pooled)
+        noun = t.cluster_noun or DEFAULT_NOUN
+        text = ", ".join(summary_value(r, noun, counted=i == 0) for i, r in enumerate(pooled))
         if task_failed(t):
             text = f"failed: {failure_summary(t.failures)}; nothing was scored (re-run the same command to retry)"
         elif t.over_length and t.over_length == t.n_samples:
@@ -448,10 +460,10 @@ def print_summary(report: ScoreReport, announced: Iterable[str] = ()) -> None:
         if t.composite is not None:
             console.print(f"  {t.name} {composite_sentence(t.composite)}", highlight=False, markup=False)
         for e in t.effective_length:
-            console.print(f"  {t.name} {effective_sentence(e)}", highlight=False, markup=False)
+            console.print(f"  {t.name} {effective_sentence(e, noun)}", highlight=False, markup=False)
         for c in t.contrasts:
             if c.length is None:
-                console.print(f"  {t.name} contrast {contrast_sentence(c)}", highlight=False, markup=False)
+                console.print(f"  {t.name} contrast {contrast_sentence(c, noun)}", highlight=False, markup=False)
     for s in report.run.skipped:
         if s.task not in announced:
             console.print(f"  skipped {s.task}: {s.reason}", highlight=False, markup=False)

@@ -8,7 +8,7 @@ from typing import Any
 
 from longctx_eval.metrics.aggregate import Metric
 from longctx_eval.results import MetricResult, SliceValue
-from longctx_eval.sample import Sample, Score
+from longctx_eval.sample import Sample, Score, cluster_of
 from longctx_eval.scoring.rows import metric_row
 
 Scored = Sequence[tuple[Sample, Score]]
@@ -48,13 +48,13 @@ def slice_rows(scored: Scored, metrics: Sequence[Metric], keys: Sequence[str]) -
 
     Samples lacking a key (or holding a value that cannot slice: None, a list, NaN) are left out of that key's
     rows; a warning counts the unusable values. Rows are ordered by key (as declared), value, then length
-    (pooled first).
+    (pooled first). Intervals resample the samples' clusters, then the samples within them.
     """
     rows: list[MetricResult] = []
     warnings: list[str] = []
     pool = evaluated(scored)
     for key in dict.fromkeys(keys):
-        groups: dict[ValueKey, dict[int | None, list[Score]]] = {}
+        groups: dict[ValueKey, dict[int | None, list[tuple[Score, str]]]] = {}
         shown: dict[ValueKey, SliceValue] = {}
         unusable = 0
         for sample, score in pool:
@@ -66,8 +66,9 @@ def slice_rows(scored: Scored, metrics: Sequence[Metric], keys: Sequence[str]) -
                 continue
             shown.setdefault(vkey, sample.metadata[key])
             by_length = groups.setdefault(vkey, {})
-            by_length.setdefault(None, []).append(score)
-            by_length.setdefault(length_of(sample), []).append(score)
+            item = (score, cluster_of(sample))
+            by_length.setdefault(None, []).append(item)
+            by_length.setdefault(length_of(sample), []).append(item)
         if unusable:
             warnings.append(
                 f"slice {key!r}: {unusable} sample(s) hold a value that is not a bool, number or string; left out"
@@ -75,8 +76,10 @@ def slice_rows(scored: Scored, metrics: Sequence[Metric], keys: Sequence[str]) -
         for vkey in sorted(groups):
             by_length = groups[vkey]
             for length in sorted(by_length, key=lambda n: (n is not None, n or 0)):
+                items = by_length[length]
+                scores, clusters = [s for s, _ in items], [c for _, c in items]
                 for m in metrics:
-                    row = metric_row(m, by_length[length], length, None, {key: shown[vkey]})
+                    row = metric_row(m, scores, length, None, {key: shown[vkey]}, clusters)
                     if row is not None:
                         rows.append(row)
     return rows, warnings

@@ -158,6 +158,8 @@ def test_slice_rows_match_hand_computed_values(oracle_run):
         "depth": None,
         "value": 1.0,
         "n": 9,
+        "clusters": 9,  # the probe's samples name no cluster: each is its own
+        "n_eff": None,
         "ci95": None,
         "slice": {"bucket": "near"},
     }

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from scipy.stats import binomtest
 
 from longctx_eval.cli import main
 from longctx_eval.scoring.paired_scores import REFUSED_CONTEXT, REFUSED_DESIGN
@@ -58,6 +57,12 @@ def _scores(run: Path, task: str, field: str) -> dict[str, tuple[int, float]]:
     return {r["id"]: (r["metadata"]["target_tokens"], r["scores"][field]) for r in recs if r["status"] == "ok"}
 
 
+def _clusters(run: Path, task: str) -> dict[str, str]:
+    """Each scored sample's cluster as its scores file records it (metadata `cluster`: its document)."""
+    recs = map(json.loads, (run / "scores" / f"{task}.jsonl").read_text().splitlines())
+    return {r["id"]: r["metadata"]["cluster"] for r in recs}
+
+
 def _compare(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
     capsys.readouterr()
     rc = main(["compare", *args])
@@ -78,22 +83,25 @@ def test_compare_real_runs_text_and_json(runs: Path, tmp_path: Path, capsys: pyt
     assert data["skipped"] == []
     a, b = _scores(runs / "bm25", "retrieval", "recall@5"), _scores(runs / "oracle", "retrieval", "recall@5")
     assert a.keys() == b.keys()
-    binary = all(v[1] in (0.0, 1.0) for v in [*a.values(), *b.values()])
-    assert task["test"] == ("mcnemar-exact" if binary else "sign-flip")
+    # the 30 queries of a length ask one document: the pairs are tested per document, never as 30 units
+    docs = _clusters(runs / "bm25", "retrieval")
+    assert task["tests"] == ["cluster-sign-flip"] and task["cluster_noun"] == "documents"
     p_values = []
     for row in task["rows"]:
         ids = [i for i in a if row["length"] in (None, a[i][0])]
         va, vb = np.array([a[i][1] for i in ids]), np.array([b[i][1] for i in ids])
         assert row["n"] == len(ids) and row["mean_a"] == pytest.approx(va.mean())
         assert row["difference"] == pytest.approx((va - vb).mean()) and row["mean_b"] == 1.0
-        if binary:  # McNemar's exact test is the binomial test of the discordant pairs
-            only_a, only_b = int(((va == 1) & (vb == 0)).sum()), int(((va == 0) & (vb == 1)).sum())
-            want = binomtest(only_a, only_a + only_b, 0.5).pvalue if only_a + only_b else 1.0
+        names = sorted({docs[i] for i in ids})
+        sums = [sum(va[k] - vb[k] for k, i in enumerate(ids) if docs[i] == name) for name in names]
+        assert row["clusters"] == len(names) and row["test"] == "cluster-sign-flip"
+        assert row["p_value"] == pytest.approx(sign_flip(np.array(sums), seed=0))
+        assert row["b_better"] == int((vb > va).sum())
+        if len(names) < 2:  # one document: no interval, and no p below 1
+            assert row["ci95"] is None and row["p_value"] == 1.0
         else:
-            want = sign_flip(va - vb, seed=0)
-        assert row["p_value"] == pytest.approx(want) and row["b_better"] == int((vb > va).sum())
-        lo, hi = row["ci95"]
-        assert lo <= row["difference"] <= hi
+            lo, hi = row["ci95"]
+            assert lo <= row["difference"] <= hi
         p_values.append(row["p_value"])
     assert [r["length"] for r in task["rows"]] == [2048, 8192, None]
     np.testing.assert_allclose([r["p_holm"] for r in task["rows"]], holm(p_values))
@@ -101,8 +109,10 @@ def test_compare_real_runs_text_and_json(runs: Path, tmp_path: Path, capsys: pyt
     # the text table says the same, one row per length and pooled
     rows = {ln.split()[0]: ln.split() for ln in text.splitlines() if ln.split()[:1] in (["2K"], ["8K"], ["all"])}
     assert set(rows) == {"2K", "8K", "all"} and rows["all"][1] == "60"
-    assert rows["all"][4] == f"{task['rows'][-1]['difference']:+.3f}" and rows["all"][-1] in ("yes", "no")
-    assert f"retrieval (retrieve) · recall@5 · {task['test']} · 60 pairs; 0 refused" in text
+    assert rows["all"][2] == "2" and rows["2K"][2] == "1"  # the documents column
+    assert rows["all"][5] == f"{task['rows'][-1]['difference']:+.3f}" and rows["all"][-1] in ("yes", "no")
+    assert "n=30 over 1 document, no interval (< 2 documents)" in text
+    assert "retrieval (retrieve) · recall@5 · cluster-sign-flip · 60 pairs over 2 documents; 0 refused" in text
     assert "Holm-adjusted over 3 test(s)" in text
     # seeded: the same seed gives the same intervals, another seed may move them, never the point values
     again = tmp_path / "again.json"
@@ -113,7 +123,7 @@ def test_compare_real_runs_text_and_json(runs: Path, tmp_path: Path, capsys: pyt
 def test_pairs_of_another_design_are_refused_and_counted(runs: Path, capsys: pytest.CaptureFixture[str]) -> None:
     rc, text, _ = _compare(capsys, str(runs / "bm25"), str(runs / "bm25-moved"), "--task", "retrieval")
     assert rc == 0
-    assert f"29 pairs; 30 refused: {REFUSED_CONTEXT}, 1 refused: {REFUSED_DESIGN}" in text
+    assert f"29 pairs over 1 document; 30 refused: {REFUSED_CONTEXT}, 1 refused: {REFUSED_DESIGN}" in text
     lengths = [ln.split()[0] for ln in text.splitlines() if ln.split()[:1] in (["2K"], ["8K"], ["all"])]
     assert lengths == ["2K", "all"]  # the 8K samples are other haystacks: nothing paired there
     assert "* one length" in text  # the pooled row is the 2K cell, tested once
@@ -163,12 +173,16 @@ def test_leaderboard_says_whether_the_leader_is_significantly_ahead(runs: Path, 
     section = page.split("## retrieval", 1)[1].split("\n## ", 1)[0]
     a, b = _scores(runs / "oracle", "retrieval", "recall@5"), _scores(runs / "bm25", "retrieval", "recall@5")
     va, vb = np.array([a[i][1] for i in sorted(a)]), np.array([b[i][1] for i in sorted(a)])
-    only_a, only_b = int(((va == 1) & (vb < 1)).sum()), int(((va < 1) & (vb == 1)).sum())
-    binary = all(v in (0.0, 1.0) for v in [*va, *vb])
-    p = binomtest(only_a, only_a + only_b, 0.5).pvalue if binary else sign_flip(va - vb, seed=0)
+    # the 60 queries ask 2 documents: the test flips the signs of the 2 per-document sums
+    docs = _clusters(runs / "oracle", "retrieval")
+    names = sorted({docs[i] for i in a})
+    sums = np.array([sum(va[k] - vb[k] for k, i in enumerate(sorted(a)) if docs[i] == name) for name in names])
+    p = sign_flip(sums, seed=0)
+    assert p == 0.5  # two documents can never show significance, however many queries they hold
     verdict = "Yes" if (va - vb).mean() > 0 and p < 0.05 else "No"
     assert f"Is oracle significantly ahead of the runner-up bm25? {verdict}: {(va - vb).mean():+.3f} [" in section
-    assert "on 60 shared samples (2K, 8K)" in section and (f"p = {p:.3f}" in section or f"p = {p:.1e}" in section)
+    assert "on 60 shared samples over 2 documents (2K, 8K)" in section and f"p = {p:.3f}" in section
+    assert "sign-flip test of per-cluster sums" in section
     site = (tmp_path / "site" / "task-retrieval.html").read_text()
     assert "Is oracle significantly ahead of the runner-up bm25?" in site
     # the same board rebuilt from its run copies only: no per-sample scores, said so
@@ -241,7 +255,7 @@ def test_compare_on_simulated_runs_with_a_known_effect(runs: Path, tmp_path: Pat
         fb = _simulated_folder(runs / "bm25", tmp_path / f"b{sim}", b)
         (task,) = compare_runs(fa, fb, ["retrieval"]).tasks
         row = task.rows[0]
-        assert task.test == "mcnemar-exact" and row.n == 200 and len(task.joined.pairs) == 200
+        assert task.tests == ["mcnemar-exact"] and row.n == 200 and len(task.joined.pairs) == 200
         want = mcnemar_exact(int(((a == 1) & (b == 0)).sum()), int(((a == 0) & (b == 1)).sum()))
         assert row.p_value == pytest.approx(want) and task.holm[0] == pytest.approx(want)
         detected += task.holm[0] < 0.05
