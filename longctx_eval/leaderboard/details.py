@@ -1,15 +1,18 @@
-"""LEADERBOARD.md's per-length read-out tables for tasks with several headline metrics (posprobe).
+"""LEADERBOARD.md's per-length read-out tables for tasks with several headline metrics (posprobe, retrieval).
 
 The main table of a task shows its primary metric only; a task named in DETAIL_COLUMNS also gets one row per
 (model, length) with the metrics that must be read together (for posprobe: a passkey EM next to the attention
-read-outs and the pooled, median and clipped answer perplexities, so no single number is read alone).
+read-outs and the pooled, median and clipped answer perplexities, so no single number is read alone), and a
+retrieval-capability task every retrieval metric it computed (`leaderboard/retrieval_table.py`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
+from longctx_eval.leaderboard.breakdowns import DEFAULT_MIN_N
 from longctx_eval.leaderboard.markdown_escape import md_code, md_text
+from longctx_eval.leaderboard.retrieval_table import retrieval_section
 from longctx_eval.metrics.bootstrap import has_interval, no_interval_text
 from longctx_eval.results import MetricResult, TaskResult
 from longctx_eval.scoring.labels import DASH, length_label
@@ -60,8 +63,8 @@ def detail_cell(result: TaskResult, metric: str, length: int) -> str:
     if row is None:
         return DASH
     text = f"{row.value:.2f}" if metric == "passkey_em" else _number(row.value)
-    if metric in WITH_CI and not has_interval(row.n):
-        text += f" ({no_interval_text(row.n)})"
+    if metric in WITH_CI and not has_interval(row.n, row.clusters):
+        text += f" ({no_interval_text(row.n, row.clusters, result.cluster_noun or 'clusters')})"
     elif metric in WITH_CI:
         lo, hi = (f"{v:.2f}" if metric == "passkey_em" else f"{v:.3g}" for v in row.ci95)
         text += f" [{lo}, {hi}]"
@@ -70,14 +73,15 @@ def detail_cell(result: TaskResult, metric: str, length: int) -> str:
     return text
 
 
-def detail_section(board: Board) -> list[str]:
-    """The task's detail table (one row per model and evaluated length), or nothing for other tasks."""
+def detail_section(board: Board, min_n: int = DEFAULT_MIN_N) -> list[str]:
+    """The task's detail tables (one row per model and evaluated length): posprobe's read-outs, every retrieval
+    metric of a retrieval task (cells under `min_n` samples marked low n), or nothing for other tasks."""
     if not board:
         return []
     task = board[0][1].name
     columns = DETAIL_COLUMNS.get(task)
     if columns is None:
-        return []
+        return retrieval_section(board, min_n)
     shown = [(m, t) for m, t in columns if any(r.metric == m for _, res in board for r in res.results)]
     ratio = any(r.metric == RATIO for _, res in board for r in res.results)
     head = ["model", "L", *(["L/L_train"] if ratio else []), *(t for _, t in shown)]

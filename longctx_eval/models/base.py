@@ -22,7 +22,8 @@ def identity_of(meta: ModelMeta) -> dict[str, Any]:
 
 
 def portable_identity(meta: ModelMeta) -> dict[str, Any]:
-    """What makes two runs the same model wherever it is installed: weights (or revision), tokenizer, settings.
+    """What makes two runs the same model wherever it is installed: weights (or revision), tokenizer, settings
+    (with a local folder's config, tokenizer and chat-template files by content: `models/model_files.py`).
 
     Unlike `identity_of` (which keys predictions and keeps the spec and folder path, so existing
     predictions.jsonl files resume), it leaves out names and install paths: a clone elsewhere, or another

@@ -19,6 +19,7 @@ import numpy as np
 from longctx_eval.hashing import cached_file_sha256
 from longctx_eval.models.assets import MINILM_SHA256
 from longctx_eval.models.base import model_meta
+from longctx_eval.models.model_files import embedder_files
 from longctx_eval.models.model_source import load_error, retriever_source, retriever_tokenizer
 from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.options import RetrieverOptions
@@ -137,7 +138,9 @@ class DenseIndexer:
     name = "dense"
     persist_index = False
 
-    def __init__(self, model: Any, batch_size: int, weights: str, device: str) -> None:
+    def __init__(
+        self, model: Any, batch_size: int, weights: str, device: str, files: dict[str, str] | None = None
+    ) -> None:
         self.model = model
         self.batch_size = batch_size
         self._identity = {
@@ -149,6 +152,7 @@ class DenseIndexer:
             "batch_size": batch_size,
             "normalize": True,
             "encoding": ENCODING,
+            **({"files": files} if files else {}),  # config / tokenizer / pooling files that are not pinned
         }
         self.embedding_cache: EmbeddingCache | None = None
         self.last_reuse: Reuse | None = None
@@ -255,9 +259,10 @@ class DenseRetriever(ChunkRetriever):
         o = cast("RetrieverOptions", spec.options)
         self.batch_size = o.batch_size
         self.chunking = o.chunking
+        files = embedder_files(spec.target, retriever_source(spec.target))  # before loading, by content
         self.model, sha, path = load_encoder(spec.target, o.device)
         device = encoder_device(self.model)
-        self.indexers = (DenseIndexer(self.model, o.batch_size, sha or str(path), device),)
+        self.indexers = (DenseIndexer(self.model, o.batch_size, sha or str(path), device, files.identity),)
         if o.rerank:
             shared = {"minilm": self.model} if spec.target == "minilm" else {}
             self.reranker = load_reranker(o.rerank, device=device, batch_size=o.batch_size, shared=shared)
@@ -271,6 +276,12 @@ class DenseRetriever(ChunkRetriever):
             sha256=sha,
             params=sum(p.numel() for p in self.model.parameters()),
             dtype=str(next(self.model.parameters()).dtype).removeprefix("torch."),
-            settings={"max_seq_length": self.model.max_seq_length, "normalize": True, **self.retrieval_settings()},
+            settings={
+                "max_seq_length": self.model.max_seq_length,
+                "normalize": True,
+                **self.retrieval_settings(),
+                **files.setting(),
+            },
+            runtime=files.runtime(),
         )
         super().__init__(meta, tok)

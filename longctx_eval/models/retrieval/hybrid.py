@@ -15,7 +15,9 @@ from typing import cast
 
 import numpy as np
 
+from longctx_eval.models.assets import minilm_path
 from longctx_eval.models.base import model_meta
+from longctx_eval.models.model_files import embedder_files
 from longctx_eval.models.model_source import minilm_tokenizer
 from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.options import HybridOptions
@@ -60,9 +62,11 @@ class HybridRetriever(ChunkRetriever):
         self.alpha, self.fusion, self.rrf_k = o.alpha, o.fusion, o.rrf_k
         self.batch_size = o.batch_size
         self.chunking = o.chunking
+        files = embedder_files("minilm", minilm_path())  # {} while the packaged files are the pinned ones
         self.model, sha, path = load_encoder("minilm", o.device)
         device = encoder_device(self.model)
-        self.indexers = (DenseIndexer(self.model, o.batch_size, sha or str(path), device), BM25Indexer(o.k1, o.b))
+        dense = DenseIndexer(self.model, o.batch_size, sha or str(path), device, files.identity)
+        self.indexers = (dense, BM25Indexer(o.k1, o.b))
         if o.rerank:
             self.reranker = load_reranker(
                 o.rerank, device=device, batch_size=o.batch_size, shared={"minilm": self.model}
@@ -79,6 +83,7 @@ class HybridRetriever(ChunkRetriever):
             "max_seq_length": self.model.max_seq_length,
             "normalize": True,
             **self.retrieval_settings(),
+            **files.setting(),
         }
         meta = model_meta(
             spec,
@@ -89,6 +94,7 @@ class HybridRetriever(ChunkRetriever):
             params=sum(p.numel() for p in self.model.parameters()),
             dtype=str(next(self.model.parameters()).dtype).removeprefix("torch."),
             settings=settings,
+            runtime=files.runtime(),
         )
         super().__init__(meta, tok)
 

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from longctx_eval.models.assets import MINILM_SHA256, minilm_path
+from longctx_eval.models.model_files import embedder_files
 from longctx_eval.text.sentences import split_sentences
 
 SENTENCES_KEPT = 50_000
@@ -34,6 +35,7 @@ class MaxSimReranker:
 
             model = SentenceTransformer(str(minilm_path()), device=resolve_device(device))
         self.model = model
+        self.files = embedder_files("minilm", minilm_path()).identity  # {} while the packaged files are the pinned ones
         self.batch_size = batch_size
         self._vectors: OrderedDict[str, np.ndarray] = OrderedDict()
 
@@ -43,6 +45,7 @@ class MaxSimReranker:
             "weights": MINILM_SHA256,
             "max_seq_length": self.model.max_seq_length,
             "sentences": "punkt:english",
+            **({"files": self.files} if self.files else {}),
         }
 
     def _encode(self, texts: list[str]) -> np.ndarray:

@@ -12,6 +12,7 @@ from longctx_eval.cli import main
 from longctx_eval.hashing import sha256_json
 from longctx_eval.models.base import portable_identity
 from longctx_eval.models.loader import load_model
+from longctx_eval.models.model_files import model_files
 from longctx_eval.models.spec import parse_spec
 from longctx_eval.sample import Request
 
@@ -36,7 +37,14 @@ def test_adapter_records_metadata_and_measures_exact_prompt(tiny_llama_dir):
         "sha256": meta.sha256,
         "decoding": "greedy",
         "chat": False,
+        "model_files": model_files(tiny_llama_dir).identity,  # config, generation config, tokenizer: by content
     }
+    assert sorted(meta.settings["model_files"]) == [
+        "config.json",
+        "generation_config.json",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ]
     req = Request("s1", "The quick brown fox jumps over the lazy dog. " * 5, "", "q", max_new_tokens=8)
     n = model.prompt_tokens(req)
     assert n == len(AutoTokenizer.from_pretrained(tiny_llama_dir)(req.prompt)["input_ids"])
