@@ -33,6 +33,7 @@ from longctx_eval import (
     rate,
 )
 from longctx_eval.metrics.answer_parsing import match_answer
+from longctx_eval.metrics.semantic import semantic_metrics
 
 RETRIEVAL_PRIMARY = f"all_facts@{RETRIEVAL_PRIMARY_K}"
 _CLAUSE_END = re.compile(r"[.!?;,:](?=\s|$)")
@@ -118,4 +119,5 @@ def cross_metrics() -> list[Metric]:
         rate("distractor"),
         *(mean(f"all_facts@{k}") for k in RECALL_KS),
         *(mean(f"fact_recall@{k}") for k in RECALL_KS),
+        *semantic_metrics(),
     ]

@@ -12,6 +12,7 @@ from typing import Any
 from data_builders.needle.grid import PROMPT_TEMPLATE, RETRIEVAL
 from longctx_eval import Hit, Metric, Prediction, Request, Sample, Score, first_covering_rank, mean, rate, recall_at
 from longctx_eval.metrics.answer_parsing import found_values, match_answer, parse_all
+from longctx_eval.metrics.semantic import semantic_metrics
 
 SINGLE_KS = (1, 3, 5)
 """Recall@K of the single-target variants: the K the needle task has always reported."""
@@ -48,8 +49,10 @@ def single_score(sample: Sample, pred: Prediction, ks: Sequence[int] = SINGLE_KS
 
 
 def single_metrics(ks: Sequence[int] = SINGLE_KS) -> list[Metric]:
-    """score (containment) first, then exact match, empty answers, recall@K and MRR for retrievers."""
-    return [mean("score"), mean("exact"), rate("empty"), *(mean(f"recall@{k}") for k in ks), mean("mrr")]
+    """score (containment) first, then exact match, empty answers, recall@K and MRR for retrievers, then the
+    semantic fidelity of generated answers (BERTScore, embedding similarity)."""
+    metrics = [mean("score"), mean("exact"), rate("empty"), *(mean(f"recall@{k}") for k in ks), mean("mrr")]
+    return [*metrics, *semantic_metrics()]
 
 
 def spans_recall(hits: Sequence[Hit], spans: Sequence[Sequence[int]], ks: Sequence[int]) -> dict[str, float]:

@@ -7,6 +7,7 @@ from data_builders.needle.multiquery import multiquery_cells
 from data_builders.needle.plans import per_length_plan
 from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, between, mean, recall_at, task
 from longctx_eval.metrics.answer_parsing import match_answer
+from longctx_eval.metrics.semantic import semantic_metrics
 
 from ._needle_dataset import cell_samples
 from ._needle_scoring import SINGLE_KS, family_requests, part_answers, per_part_oracle
@@ -79,8 +80,10 @@ def needle_multiquery(
             mean("empty", name="empty_rate"),
             *(mean(f"recall@{k}") for k in SINGLE_KS),
             mean("mrr"),
+            *semantic_metrics(),
         ],
         oracle=per_part_oracle,
         primary={"retrieve": "recall@1"},
         slices=("value_kind", "overlap_bucket"),
+        cluster_noun="haystacks",
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from data_builders.needle.multivalue import RESERVE, multivalue_cells
 from data_builders.needle.plans import per_length_plan
 from longctx_eval import Prediction, Sample, Score, Task, Tokenizer, any_of, between, is_empty, mean, rate, task
+from longctx_eval.metrics.semantic import semantic_metrics
 
 from ._needle_dataset import cell_samples
 from ._needle_scoring import all_spans_oracle, family_requests, several_values, spans_recall
@@ -63,8 +64,10 @@ def needle_multivalue(
             rate("empty"),
             *(mean(f"recall@{k}") for k in KS),
             mean("mrr"),
+            *semantic_metrics(),
         ],
         oracle=all_spans_oracle,
         primary={"retrieve": "recall@5"},
         slices=("value_kind", "overlap_bucket"),
+        cluster_noun="haystacks",
     )

@@ -26,8 +26,9 @@ SERVING_NOTE = (
 COMPOSITE_NOTE = (
     "Composite score of served models (`composite`): sum(weight x component) / sum(weights); components in [0, 1]: "
     "throughput = output tok/s / 1000, latency = 1 - P95 / 0.2 s (of the latency named), recall = the task's "
-    "pooled primary metric, fidelity = mean MiniLM cosine of answer and reference over n answers (each clipped "
-    "to [0, 1]); a failed request counts 0 in recall and fidelity; raw inputs in parentheses:"
+    "pooled primary metric, fidelity = mean embedding similarity of answer and reference over n answers (each "
+    "clipped to [0, 1]; the field and embedder named); a failed request counts 0 in recall and fidelity; raw "
+    "inputs in parentheses:"
 )
 
 
@@ -85,7 +86,7 @@ def composite_rows(board: Board) -> list[list[str]]:
                 f"{c.throughput:.3f} ({c.output_tokens_per_s:,.1f} tok/s)",
                 f"{c.latency:.3f} ({c.latency_metric} P95 {c.latency_p95_s:.3g} s)",
                 f"{c.recall:.3f} ({c.recall_metric})",
-                f"{c.fidelity:.3f} (n={c.fidelity_n})",
+                f"{c.fidelity:.3f} ({c.fidelity_metric or 'MiniLM cosine'}, n={c.fidelity_n})",
                 f"{w.throughput:g} / {w.latency:g} / {w.recall:g} / {w.fidelity:g}",
             ]
         )

@@ -4,12 +4,15 @@
     latency    = clip(1 - P95 latency (s) / 0.200, 0, 1)   P95 time to first token by default (or end to end)
     recall     = the task's primary metric, pooled, with each failed request counted 0 (0-1 scores only):
                  pooled x successes / (successes + failures)
-    fidelity   = mean cosine(MiniLM(answer), MiniLM(reference)) over the samples that fit the window,
-                 clipped to [0, 1]; a failed (status `error`) or empty answer counts 0
+    fidelity   = mean embedding similarity (cosine of the answer's and the reference's sentence embeddings)
+                 over the samples that fit the window, each clipped to [0, 1]; a failed (status `error`) or
+                 empty answer counts 0
     composite  = sum(w_i * component_i) / sum(w_i)          default weights 0.3 / 0.25 / 0.25 / 0.2
 
 Every component, its raw input and the weights are written beside the composite, so nobody has to trust the
-weights. The embedder is the packaged all-MiniLM-L6-v2 (float32, sentence-transformers' exact pipeline).
+weights. Fidelity is the task's own `embedding_similarity` field where it declares the semantic metrics
+(`metrics/semantic.py`: the embedder is named in its run-file `semantic` section), else the same cosine with the
+packaged all-MiniLM-L6-v2 (float32, sentence-transformers' exact pipeline); `fidelity_metric` says which.
 """
 
 from __future__ import annotations
@@ -21,8 +24,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from longctx_eval.errors import ConfigError
+from longctx_eval.metrics.embedding_similarity import EMBEDDING_FIELD, embedding_similarity
+from longctx_eval.metrics.semantic import answer_text, reference_text
 from longctx_eval.results import CompositeScore, CompositeWeights, TaskResult
 from longctx_eval.sample import Sample
+from longctx_eval.scoring.semantic import fidelity_label
 
 THROUGHPUT_REF_TPS = 1000.0
 """Output tokens/s that score 1 (throughput component = tokens/s / 1000, clipped)."""
@@ -77,38 +83,12 @@ def latency_score(p95_s: float) -> float:
     return clip01(1.0 - p95_s / LATENCY_REF_S)
 
 
-def reference_text(gold: Mapping[str, object]) -> str | None:
-    """The reference an answer is compared with: the gold answers joined by ', '; None when the gold has none."""
-    answers = gold.get("answers")
-    if isinstance(answers, str):
-        return answers or None
-    if isinstance(answers, list | tuple) and answers and all(isinstance(a, str) for a in answers):
-        return ", ".join(answers)
-    return None
-
-
-def answer_text(answer: object) -> str:
-    """A generated answer as one text: multi-part answers joined by ', ', a missing one empty."""
-    if isinstance(answer, list | tuple):
-        return ", ".join(a for a in answer if isinstance(a, str) and a.strip())
-    return answer if isinstance(answer, str) else ""
-
-
 def semantic_fidelity(answers: Sequence[str], references: Sequence[str], embed: Embed) -> float:
     """Mean over pairs of the cosine of the answer's and the reference's embeddings, each clipped to [0, 1];
     an empty answer counts 0."""
     if len(answers) != len(references) or not answers:
         raise ValueError(f"semantic_fidelity needs equal, non-empty lists (got {len(answers)}, {len(references)})")
-    filled = [i for i, a in enumerate(answers) if a.strip()]
-    cosines = np.zeros(len(answers), dtype=np.float64)
-    if filled:
-        texts = [answers[i] for i in filled] + [references[i] for i in filled]
-        vectors = np.asarray(embed(texts), dtype=np.float64)
-        a, r = vectors[: len(filled)], vectors[len(filled) :]
-        norms = np.linalg.norm(a, axis=1) * np.linalg.norm(r, axis=1)
-        cos = np.einsum("ij,ij->i", a, r) / np.where(norms == 0, 1.0, norms)
-        cosines[filled] = np.clip(cos, 0.0, 1.0)
-    return float(cosines.mean())
+    return float(np.clip(embedding_similarity(answers, references, embed), 0.0, 1.0).mean())
 
 
 def composite_score(
@@ -121,6 +101,7 @@ def composite_score(
     fidelity_n: int,
     config: CompositeConfig = CompositeConfig(),  # noqa: B008  (frozen, immutable)
     failed: int = 0,
+    fidelity_metric: str | None = None,
 ) -> CompositeScore:
     """The composite from its four raw inputs (`recall` and `fidelity` already counting the `failed` requests
     as 0); every component and the weights are kept in the record."""
@@ -147,6 +128,7 @@ def composite_score(
         recall_metric=recall_metric,
         fidelity_n=fidelity_n,
         failed_as_zero=failed,
+        fidelity_metric=fidelity_metric,
     )
 
 
@@ -188,10 +170,13 @@ def task_composite(
     config: CompositeConfig,
     embed: Embed | None = None,
     failed: int = 0,
+    similarity: tuple[str, Sequence[float | None]] | None = None,
 ) -> tuple[CompositeScore | None, str | None]:
     """A task's composite from its serving stats, pooled primary metric (name, value, over the successes) and the
     answers and gold of the samples that fit the window, of which `failed` failed (each counts 0 in recall and
-    fidelity); (None, reason) when a component cannot be computed."""
+    fidelity); (None, reason) when a component cannot be computed. `similarity`: (its name, each sample's
+    embedding similarity, None where it has none: counted 0), the task's own field, used instead of embedding
+    the answers here."""
     inputs = serving_inputs(serving, config.latency)
     if inputs is None:
         return None, None  # not a served run: no composite, nothing to say
@@ -200,9 +185,14 @@ def task_composite(
     refs = [reference_text(g) for g in golds]
     if not refs or any(r is None for r in refs):
         return None, "composite score not computed: the task's gold has no reference answers ('answers')"
-    fidelity = semantic_fidelity(
-        [answer_text(a) for a in answers], [r for r in refs if r is not None], embed or minilm()
-    )
+    if similarity is not None:
+        label, values = similarity
+        fidelity = float(np.mean([0.0 if v is None else min(1.0, max(0.0, v)) for v in values]))
+    else:
+        label = fidelity_label(None)
+        fidelity = semantic_fidelity(
+            [answer_text(a) for a in answers], [r for r in refs if r is not None], embed or minilm()
+        )
     tps, p95 = inputs
     score = composite_score(
         output_tokens_per_s=tps,
@@ -213,6 +203,7 @@ def task_composite(
         fidelity_n=len(refs),
         config=config,
         failed=failed,
+        fidelity_metric=label,
     )
     return score, None
 
@@ -234,6 +225,11 @@ def with_composite(
         (r for r in result.results if r.metric == primary_metric and r.length is None and r.depth is None), None
     )
     fitting = [(s, rec) for s, rec in zip(samples, records, strict=True) if rec.get("status") in ("ok", "error")]
+    semantic = getattr(result, "semantic", None)
+    similarity = None
+    if semantic is not None:  # the task's named metric, per sample (a failed or unanswered sample has none: 0)
+        values = [_similarity_of(rec) if rec.get("status") == "ok" else None for _, rec in fitting]
+        similarity = (fidelity_label(semantic), values)
     score, reason = task_composite(
         serving,
         None if pooled is None else (pooled.metric, pooled.value),
@@ -241,8 +237,16 @@ def with_composite(
         [s.gold for s, _ in fitting],
         config,
         failed=sum(rec.get("status") == "error" for _, rec in fitting),
+        similarity=similarity,
     )
     update: dict[str, object] = {"composite": score}
     if reason is not None:
         update["warnings"] = [*result.warnings, reason]
     return result.model_copy(update=update)
+
+
+def _similarity_of(record: Mapping[str, object]) -> float | None:
+    """A score record's embedding similarity, None when it has none."""
+    scores = record.get("scores")
+    value = scores.get(EMBEDDING_FIELD) if isinstance(scores, Mapping) else None
+    return float(value) if isinstance(value, int | float) else None

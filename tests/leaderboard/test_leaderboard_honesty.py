@@ -310,7 +310,7 @@ def test_served_figures_and_composite_are_on_the_page(tmp_path: Path) -> None:
     comp = next(line for line in needle.splitlines() if line.startswith("| **served** |") and "tok/s)" in line)
     assert comp.split(" | ")[1] == f"{c.value:.3f}"
     assert f"{c.latency:.3f} (ttft P95 {c.latency_p95_s:.3g} s)" in comp
-    assert f"{c.fidelity:.3f} (n=5)" in comp and "0.3 / 0.25 / 0.25 / 0.2" in comp
+    assert f"{c.fidelity:.3f} (MiniLM cosine, n=5)" in comp and "0.3 / 0.25 / 0.25 / 0.2" in comp
     assert "| **local** | 1 |" not in needle  # a model that was not served has no serving row
     html = (tmp_path / "site" / "task-needle.html").read_text()
     assert "TTFT P50 / P95 (s)" in html and f"{c.value:.3f}" in html
