@@ -12,7 +12,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from longctx_eval.errors import ConfigError, ModelFileError, PrerequisiteError
-from longctx_eval.models.assets import load_tokenizer, minilm_path, smollm2_dir
+from longctx_eval.models.assets import (
+    EMBEDDED_GGUF,
+    GEMMA3,
+    GEMMA3_INSTALL,
+    converted_dir,
+    gemma3_installed,
+    load_tokenizer,
+    minilm_path,
+)
 from longctx_eval.models.options import HFOptions
 from longctx_eval.models.references import REFERENCE_MODELS, reference_dir
 from longctx_eval.text.tokenizer import Tokenizer
@@ -21,12 +29,15 @@ if TYPE_CHECKING:
     from longctx_eval.models.model_spec import ModelSpec
 
 HUB_ID = re.compile(r"^[A-Za-z0-9][\w.-]*(/[\w.-]+)?$")
-EMBEDDED_HF = ("smollm2-135m", *REFERENCE_MODELS)
+EMBEDDED_HF = (*EMBEDDED_GGUF, *REFERENCE_MODELS)
 FOLDER_FORM = "a local model folder (config.json + weights) or a hub id org/name"
 
 
 def check_target(target: str, raw: str) -> None:
-    """An embedded name, an existing folder or a hub id; a path that does not exist is a ConfigError."""
+    """An embedded name, an existing folder or a hub id; a path that does not exist is a ConfigError, and so is
+    an opt-in embedded model whose package is not installed (the line names the make target)."""
+    if target == GEMMA3.name and not gemma3_installed():
+        raise ConfigError(f"model spec {raw!r}: {GEMMA3_INSTALL}")
     if target in (*EMBEDDED_HF, "minilm"):
         return
     path = Path(target).expanduser()
@@ -47,8 +58,8 @@ def offline() -> bool:
 
 def hf_source(target: str, revision: str | None = None) -> Path | str:
     """The folder of an embedded name or local path, else the hub id (which must be cached when offline)."""
-    if target == "smollm2-135m":
-        return smollm2_dir()
+    if target in EMBEDDED_GGUF:
+        return converted_dir(EMBEDDED_GGUF[target])
     if target in REFERENCE_MODELS:
         return reference_dir(target)
     if Path(target).expanduser().is_dir():

@@ -10,9 +10,10 @@
     coref:baseline[?window=40]
     rag:<retriever>+<generator>[?k=5&iterative=false&hops=2&chunk_tokens=N&chunk_overlap=N&retriever.K=V&generator.K=V]
     openai:<model>@<base_url>[?endpoint=chat|completions&tokenizer=T&max_length=N&max_in_flight=8&...]
-Every kind also takes `name=` (display and run-folder name). Short names: smollm2-135m, minilm, bm25, oracle,
-and the position-encoding references tiny-rope, tiny-rope-{linear,dynamic,ntk,yarn,yarn-notemp}, tiny-alibi,
-tiny-learned; `default` = minilm,bm25,smollm2-135m. Parsing is a leaf: it imports no adapter module and no torch.
+Every kind also takes `name=` (display and run-folder name). Short names: smollm2-135m, gemma3-270m (opt-in, after
+`make gemma3`), minilm, bm25, oracle, and the position-encoding references tiny-rope,
+tiny-rope-{linear,dynamic,ntk,yarn,yarn-notemp}, tiny-alibi, tiny-learned; `default` = minilm,bm25,smollm2-135m.
+Parsing is a leaf: it imports no adapter module and no torch.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from longctx_eval.models.options import parse_options
 
 EMBEDDED = {
     "smollm2-135m": "hf:smollm2-135m",
+    "gemma3-270m": "hf:gemma3-270m",  # opt-in (`make gemma3`), never in `default`
     "minilm": "retriever:minilm",
     "bm25": "bm25",
     "oracle": "oracle",

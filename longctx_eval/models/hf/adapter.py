@@ -34,6 +34,7 @@ from longctx_eval.models.hf.batching import AUTO_MAX_REQUESTS, auto_budget, pack
 from longctx_eval.models.hf.config import LoadPlan, plan_load
 from longctx_eval.models.hf.generate import FirstTokenClock, neutral_generation_config, timing
 from longctx_eval.models.hf.prefix_cache import PrefixCache, _positions_fixed, suffix_chunk
+from longctx_eval.models.model_files import model_files
 from longctx_eval.models.model_source import hf_source, hf_tokenizer_pair, load_error
 from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.options import HF_BATCH_SIZE, HFOptions
@@ -62,6 +63,7 @@ class HFCausalLM(ModelAdapter):
         hf_tok, tok = hf_tokenizer_pair(spec)
         template = getattr(hf_tok, "chat_template", None)
         source = hf_source(spec.target, o.revision)
+        files = model_files(source)  # before loading: config, tokenizer and chat template, by content
         kwargs: dict[str, Any] = {k: v for k, v in (("revision", o.revision), ("gguf_file", o.gguf_file)) if v}
         plan = plan_load(spec.raw, o, source, kwargs)  # the config alone: refusals come before any weight is read
         self.device = resolve_device(o.device)
@@ -96,6 +98,7 @@ class HFCausalLM(ModelAdapter):
         self.prefix_cache = PrefixCache(self.model.config) if o.prefix_cache == "true" else None
         if self.prefix_cache is not None and plan.rope.scaling == "per_length":
             self.prefix_cache.enabled = False  # a prefix's keys depend on the length of the prompt around it
+            self.prefix_cache.why_not = "rope= scales per length: a prefix's keys depend on the prompt's length"
         self.chunkable = _positions_fixed(self.model.config) and plan.rope.variant != "dynamic"
         self._cache_kwarg = _generate_cache_kwarg()
         self._attn_implementation: str | None = getattr(self.model.config, "_attn_implementation", None)
@@ -117,8 +120,14 @@ class HFCausalLM(ModelAdapter):
             chat_template_sha256=hashlib.sha256(template.encode()).hexdigest() if template else None,
             context_window=plan.window.tokens,
             # probe and prefix-cache settings enter the identity only when set, so keys of existing runs stay valid
-            settings={"decoding": "greedy", "chat": self.use_chat, **explicit, **learned_position.settings(self.model)},
-            runtime=self._runtime(o, dtype, plan),
+            settings={
+                "decoding": "greedy",
+                "chat": self.use_chat,
+                **explicit,
+                **learned_position.settings(self.model),
+                **files.setting(),
+            },
+            runtime={**self._runtime(o, dtype, plan), **files.runtime()},
         )
         super().__init__(meta, tok)
         self._rendered: dict[tuple[str, str], list[int]] = {}
@@ -149,9 +158,12 @@ class HFCausalLM(ModelAdapter):
             "max_batch_tokens": self.max_batch_tokens,
             "generation": self.generation,
             "window": plan.window.record(),
+            "attention": plan.attention,
         }
         if plan.rope.variant != "none":
             out["rope"] = plan.rope.record()
+        if self.prefix_cache is not None:
+            out["prefix_cache"] = self.prefix_cache.record()
         return out
 
     def _warn_dtype(self, o: HFOptions, dtype: str, plan: LoadPlan) -> None:
@@ -324,6 +336,8 @@ class HFCausalLM(ModelAdapter):
         data: dict[str, Any] = {"timing": timing(t0, clock.first, end, len(requests))}
         if cached is not None:  # prompt tokens the prefix cache held (not prefilled), as `vllm:` reports them
             data["cached_tokens"] = cached
+            if self.prefix_cache is not None and self.prefix_cache.refused:  # a shared prefix it could not cut to
+                data["prefix_cache_refused"] = self.prefix_cache.refused
         if prefill_chunk is not None:  # tokens per prefill step, where the prompt was prefilled in steps
             data["prefill_chunk"] = prefill_chunk
         if peak.megabytes is not None:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from longctx_eval.errors import ConfigError
+from longctx_eval.models.attention_layout import attention_layout, source_defaulted
 from longctx_eval.models.model_source import load_error
 from longctx_eval.models.options import HFOptions
 from longctx_eval.models.posprobe.rope_variants import check_variant, hf_parameters, variant_parameters
@@ -89,6 +90,8 @@ class LoadPlan:
     window: WindowPlan
     learned_table: int | None = None
     config_dtype: str | None = None
+    attention: dict[str, Any] = field(default_factory=dict)
+    """The attention layout (models/attention_layout.py): per layer type its count, window and RoPE parameters."""
 
 
 def _text_config(config: Any) -> Any:
@@ -179,7 +182,8 @@ def plan_load(spec_raw: str, options: HFOptions, source: Path | str, kwargs: dic
     rope = RopePlan(variant, options.rope_factor, train_length, base, static)
     window = _window(options, rope, config_window, table, "train_length" in options.model_fields_set)
     dtype = getattr(config, "dtype", None) or getattr(text, "dtype", None)
-    return LoadPlan(config, rope, window, table, str(dtype).removeprefix("torch.") if dtype else None)
+    layout = attention_layout(config, source_defaulted(config, source, kwargs.get("gguf_file")))
+    return LoadPlan(config, rope, window, table, str(dtype).removeprefix("torch.") if dtype else None, layout)
 
 
 def _window(

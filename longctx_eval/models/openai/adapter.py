@@ -2,7 +2,7 @@
 `longctx-eval serve`, hosted APIs), through the async `ServedClient` (models/openai/client.py).
 
 A runner batch is sent concurrently, at most `max_in_flight` requests at once, in the runner's order: requests
-on one context come back to back (runner._serving_order), and the client dispatches request i before i+1, so
+on one context come back to back (runner.serving_order), and the client dispatches request i before i+1, so
 server prefix caches (vLLM automatic prefix caching, SGLang RadixAttention) hit. Every prediction keeps its
 serving figures (`data['serving']`), the length check of the server's prompt tokens against the measured
 ones (`data['length_check']`), and the raw reply and reasoning when they were stripped before scoring.
@@ -19,6 +19,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Coroutine, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from longctx_eval.capability import Capability
@@ -30,6 +31,7 @@ from longctx_eval.models.openai.pool import ServerPool
 from longctx_eval.models.openai.prompt import PromptRenderer, Rendered, load_served_tokenizer
 from longctx_eval.models.openai.reasoning import split_reasoning, strip_echoed_prefix
 from longctx_eval.models.openai.sampling import Sampling, greedy_sampling
+from longctx_eval.models.openai.server_facts import ServerFacts, WindowSource, served_window
 from longctx_eval.models.openai.target import known_window, parse_target
 from longctx_eval.models.options import OpenAIOptions
 from longctx_eval.progress import console, console_text
@@ -68,18 +70,15 @@ class OpenAIModel(ModelAdapter):
             backoff_cap_s=o.backoff_cap,
             seed=o.retry_seed,
         )
-        self.client: ServedClient | ServerPool = (
-            ServerPool(self.base_urls, self.served_model, o.api_key_env, self.limits)
-            if len(self.base_urls) > 1
-            else ServedClient(self.base_url, self.served_model, o.api_key_env, self.limits)
-        )
+        self.client: ServedClient | ServerPool = self._client()
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="openai-client", daemon=True)
         self._thread.start()
         try:
             loaded = load_served_tokenizer(spec, warn=True)
             self.renderer = PromptRenderer(spec, loaded)
-            server_window = self._probe()
+            facts = self._probe()
+            self._follow_slots(facts)
             self.count_mode = self._count_mode(loaded.exact)
         except BaseException:
             self.close()
@@ -95,16 +94,18 @@ class OpenAIModel(ModelAdapter):
             settings["thinking_tokens"] = o.thinking_tokens
         if o.reasoning_effort:
             settings["reasoning_effort"] = o.reasoning_effort
+        window = served_window(o.max_length, facts, known_window(self.served_model))
         meta = model_meta(
             spec,
             loaded.tokenizer,
             self.capabilities,
             revision=self.served_model,
-            context_window=o.max_length or server_window or known_window(self.served_model),
+            context_window=window.tokens,
             settings=settings,
+            runtime=self._runtime(window, facts),
         )
         super().__init__(meta, loaded.tokenizer)
-        self.batch_size = o.batch_size or max(MIN_BATCH, 4 * o.max_in_flight)
+        self.batch_size = o.batch_size or max(MIN_BATCH, 4 * self.limits.max_in_flight)
         self._server_counts: dict[tuple[str, str], int] = {}
         self._tokenize_ok: bool | None = None
         self._warned_lengths = False
@@ -118,15 +119,42 @@ class OpenAIModel(ModelAdapter):
         """Run a coroutine on the adapter's own loop thread (works whether or not the caller has a loop)."""
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()
 
-    def _probe(self) -> int | None:
-        """Reach the server once before any task (/v1/models): its context window, or a clear error if it is down
-        or refuses the key."""
+    def _client(self) -> ServedClient | ServerPool:
+        o = self.options
+        if len(self.base_urls) > 1:
+            return ServerPool(self.base_urls, self.served_model, o.api_key_env, self.limits)
+        return ServedClient(self.base_url, self.served_model, o.api_key_env, self.limits)
+
+    def _follow_slots(self, facts: ServerFacts) -> None:
+        """Unless `max_in_flight` was given, send at most as many requests at once as the server has slots (llama.cpp's
+        `total_slots`): a one-slot server queues the rest, and their timeouts run while they wait."""
+        if facts.slots is None or "max_in_flight" in self.options.model_fields_set:
+            return
+        if facts.slots != self.limits.max_in_flight:
+            self._run(self.client.aclose())
+            self.limits = replace(self.limits, max_in_flight=facts.slots)
+            self.client = self._client()
+
+    def _runtime(self, window: WindowSource, facts: ServerFacts) -> dict[str, Any]:
+        """How it was served here (never part of the identity): the window and where it came from, what the server
+        reported, and the requests sent at once and why."""
+        given = "max_in_flight" in self.options.model_fields_set
+        why = "max_in_flight option" if given else (facts.slots_source or "default (the server reports no slots)")
+        return {
+            "window": window.record(),
+            "server": facts.record(),
+            "max_in_flight": {"requests": self.limits.max_in_flight, "source": why},
+        }
+
+    def _probe(self) -> ServerFacts:
+        """Reach the server once before any task (/v1/models, llama.cpp's /props): its context window and slots, or a
+        clear error if it is down or refuses the key."""
         import openai
 
         last: Exception | None = None
         for attempt in range(PROBE_TRIES):
             try:
-                return self._run(self.client.context_window())
+                return self._run(self.client.server_facts(props=not self.hosted))
             except openai.AuthenticationError as exc:
                 raise PrerequisiteError(
                     f"{self.base_url} refused the API key (HTTP {exc.status_code}); set ${self.options.api_key_env}"
@@ -135,7 +163,7 @@ class OpenAIModel(ModelAdapter):
                 last = exc
                 time.sleep(0.2 * (attempt + 1))
             except (openai.APIError, ValueError):
-                return None  # no model list here (or a fault): the window comes from max_length or the table
+                return ServerFacts()  # no model list here (or a fault): the window comes from max_length or the table
         raise PrerequisiteError(
             f"cannot reach {self.base_url} ({self.client.scrub(str(last))}); is the server running? "
             "(the spec is openai:<model>@<base_url>)"

@@ -23,6 +23,7 @@ from urllib.parse import urlsplit
 
 from longctx_eval.errors import ConfigError, PrerequisiteError
 from longctx_eval.models.openai.limits import ClientLimits, RateLimiter, backoff_s, retry_after_s
+from longctx_eval.models.openai.server_facts import ServerFacts, combined, facts_of_props, window_of_models
 
 __all__ = ["ClientLimits", "ServedClient", "ServedRequest", "ServedResult", "RETRY_REASONS"]
 
@@ -501,12 +502,24 @@ class ServedClient:
 
     async def context_window(self) -> int | None:
         """The served model's context window as the server reports it (vLLM: `max_model_len`), else None."""
-        for m in await self.models():
-            if m.get("id") == self.model:
-                for k in ("max_model_len", "context_length", "context_window", "n_ctx"):
-                    if isinstance(m.get(k), int) and m[k] > 0:
-                        return m[k]
-        return None
+        return (await self.server_facts()).window
+
+    async def props(self) -> dict[str, Any]:
+        """llama.cpp's GET {root}/props (its window per slot and slot count); {} where the server has none."""
+        import openai
+
+        self._bind()
+        try:
+            data = await self._api.get(f"{server_root(self.base_url)}/props", cast_to=object)
+        except (openai.APIStatusError, ValueError):  # 404 (vLLM, llama-cpp-python, hosted APIs), 401, not JSON
+            return {}
+        return data if isinstance(data, dict) else {}
+
+    async def server_facts(self, props: bool = True) -> ServerFacts:
+        """The window (/v1/models, else /props) and the slots (/props) the server reports; /v1/models errors raise.
+        `props=False` (hosted APIs) asks /v1/models only."""
+        listed = window_of_models(await self.models(), self.model)
+        return combined(listed, facts_of_props(await self.props() if props else {}))
 
     async def tokenize(
         self, *, prompt: str | None = None, messages: Sequence[Mapping[str, str]] | None = None, **fields: Any

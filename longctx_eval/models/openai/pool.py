@@ -17,6 +17,7 @@ from typing import Any, cast
 
 from longctx_eval.models.openai.client import ServedClient, ServedRequest, ServedResult
 from longctx_eval.models.openai.limits import ClientLimits, RateLimiter
+from longctx_eval.models.openai.server_facts import ServerFacts, smallest
 
 AFFINITY_KEPT = 4096
 """Documents whose server is remembered (the oldest is forgotten first)."""
@@ -135,9 +136,11 @@ class ServerPool:
 
     async def context_window(self) -> int | None:
         """The smallest context window the servers report (every server is asked: each must be up)."""
-        windows = [await c.context_window() for c in self.clients]
-        known = [w for w in windows if w is not None]
-        return min(known) if known else None
+        return (await self.server_facts()).window
+
+    async def server_facts(self, props: bool = True) -> ServerFacts:
+        """The smallest window and the fewest slots the servers report (every server is asked: each must be up)."""
+        return smallest([await c.server_facts(props) for c in self.clients])
 
     async def tokenize(
         self, *, prompt: str | None = None, messages: Sequence[Mapping[str, str]] | None = None, **fields: Any

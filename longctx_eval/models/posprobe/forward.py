@@ -5,6 +5,11 @@ filler spans for text perplexity, and a calibration set of passkey sequences at 
 training window. The probe picks retrieval heads once per checkpoint on that set (with the RoPE variant
 off), freezes them, and returns per-needle statistics of the exact attention rows of the answer queries in
 `Prediction.data`; `tasks/posprobe.py` turns them into scores.
+
+On a hybrid model (Gemma 3: sliding-window and global layers) the rows, and so the retrieval heads, NPB, needle
+mass and LAE, are those of the full-attention layers only (`data["attention_layers"]` names them; the calibration's
+heads are (layer, head) with the model's own layer numbers); the sliding layers' within-window rows give
+`lae_sliding`. The passkey answer and the NLLs are the whole model's, as on any model.
 """
 
 from __future__ import annotations
@@ -22,6 +27,7 @@ import torch
 from longctx_eval.errors import ConfigError
 from longctx_eval.hashing import sha256_json
 from longctx_eval.metrics import posprobe as pm
+from longctx_eval.models.attention_layout import global_layers, layer_types, text_config
 from longctx_eval.models.devices import DevicePeak, cuda_devices, free_device_memory, model_device
 from longctx_eval.models.memory import PeakRSS
 from longctx_eval.models.options import HFOptions
@@ -84,25 +90,57 @@ class Calibration:
     length: int
     needles: int
     lae_ref: float  # LAE of the active variant at the calibration length, the reference of rho
+    layers: list[int] | None = None
+    """The model layers the rows (and `scores`) are of, where not every layer: `heads` index into them."""
 
     def record(self) -> dict[str, Any]:
-        """The JSON stored with every prediction."""
-        return {
-            "heads": [list(h) for h in self.heads],
+        """The JSON stored with every prediction: heads as (model layer, head); `layers` where only some are probed
+        (`scores[i]` is then layer `layers[i]`'s)."""
+        layers = self.layers
+        out: dict[str, Any] = {
+            "heads": [[layers[i] if layers else i, h] for i, h in self.heads],
             "scores": [[round(s, 4) for s in row] for row in self.scores],
             "length": self.length,
             "needles": self.needles,
             "lae_ref": self.lae_ref,
         }
+        if layers is not None:
+            out["layers"] = list(layers)
+        return out
 
 
 @dataclass(frozen=True)
 class Forward:
-    """What one forward pass yields: rows (n_layers, H, K, L), next-token NLL and greedy ids per position."""
+    """What one forward pass yields: rows (probed layers, H, K, L), next-token NLL and greedy ids per position, and
+    on a hybrid model the sliding layers' within-window rows."""
 
     rows: np.ndarray
     nll: np.ndarray
     greedy: np.ndarray
+    window_rows: np.ndarray | None = None
+
+
+def probed_layers(config: Any) -> list[int] | None:
+    """The layers whose rows the probe reads: the full-attention ones where some layers slide, None (all) otherwise."""
+    types = layer_types(config)
+    full = global_layers(config)
+    return full if len(full) < len(types) else None
+
+
+def layers_record(config: Any) -> dict[str, Any] | None:
+    """`data["attention_layers"]` of a hybrid model: which layers NPB, needle mass and LAE are computed on."""
+    probed = probed_layers(config)
+    if probed is None:
+        return None
+    window = getattr(text_config(config), "sliding_window", None)
+    total = len(layer_types(config))
+    return {
+        "probed": probed,
+        "layers": total,
+        "rule": f"NPB, needle mass, LAE and the retrieval heads on the {len(probed)} full-attention layers of {total}; "
+        f"the other {total - len(probed)} attend within a {window}-token sliding window (lae_sliding: their "
+        "within-window rows); passkey and NLL are the whole model's",
+    }
 
 
 @contextmanager
@@ -111,8 +149,9 @@ def _nothing() -> Iterator[None]:
 
 
 @contextmanager
-def _rows_attention(model: Any) -> Iterator[None]:
-    """Dispatch attention through the row-capturing function for the duration of the block."""
+def rows_attention(model: Any) -> Iterator[None]:
+    """Dispatch attention through the row-capturing function for the duration of the block: what `forward_rows`
+    needs to capture rows on any loaded model (the probe's own `run`, and benchmarks/gpu_check.py across devices)."""
     old = model.config._attn_implementation
     if old != ATTENTION_NAME:
         if not model._can_set_attn_implementation():
@@ -134,11 +173,17 @@ def forward_rows(model: Any, ids: Sequence[int], queries: Sequence[int]) -> Forw
     Every tensor is built on the model's device; rows, NLL and ids come to the host (numpy) only at the end."""
     device = model_device(model)
     x = torch.tensor([list(ids)], device=device)
+    probed = probed_layers(model.config)
+    window_rows = None
     with torch.no_grad(), capture_rows(queries, device=device) as cap:
         hidden = model.base_model(input_ids=x, use_cache=False).last_hidden_state[0]
-        rows = cap.stacked(model.config.num_hidden_layers).cpu().numpy() if len(queries) else np.zeros((0,))
+        layers = probed if probed is not None else model.config.num_hidden_layers
+        rows = cap.stacked(layers).cpu().numpy() if len(queries) else np.zeros((0,))
+        if probed is not None and len(queries):
+            sliding = [i for i in range(len(layer_types(model.config))) if i not in probed]
+            window_rows = cap.stacked(sliding).cpu().numpy()
         nll, greedy = _next_token_stats(model, hidden, x[0])
-    return Forward(rows=rows, nll=nll, greedy=greedy)
+    return Forward(rows=rows, nll=nll, greedy=greedy, window_rows=window_rows)
 
 
 def _next_token_stats(model: Any, hidden: torch.Tensor, ids: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
@@ -195,7 +240,7 @@ class AttentionProbe:
 
     def run(self, requests: Sequence[Request]) -> list[Prediction]:
         """One Prediction per request, its statistics in `data`; an out-of-memory request fails alone."""
-        with _rows_attention(self.model):
+        with rows_attention(self.model):
             return [self._guarded(r) for r in requests]
 
     def _guarded(self, request: Request) -> Prediction:
@@ -223,6 +268,10 @@ class AttentionProbe:
             clamp = clamp_record(self.model)  # read now: a later calibration forward would be "last"
         seconds = time.perf_counter() - t0
         data = summarize(fwd, ids, needle, answer, calibration.heads)
+        hybrid = layers_record(self.model.config)
+        if hybrid is not None and fwd.window_rows is not None:
+            data["attention_layers"] = hybrid
+            data["lae_sliding"] = float(pm.entropy_bits(fwd.window_rows).mean())
         data.update(clamp)
         data.update(_haystack_nll(fwd, request.extra.get("filler_spans", [])))
         data.update(
@@ -285,7 +334,8 @@ class AttentionProbe:
         if c.variant != "none" and (c.factor is not None or length > c.train_length):  # else the variant is a no-op
             with rope_applied(self.model, params, self.config.train_length):
                 lae_ref = float(np.mean([self._lae(s, where) for s in block["sequences"]]))
-        return Calibration(heads, scores.tolist(), length, len(block["sequences"]), lae_ref)
+        layers = probed_layers(self.model.config)
+        return Calibration(heads, scores.tolist(), length, len(block["sequences"]), lae_ref, layers)
 
     def _lae(self, seq: dict[str, Any], where: str) -> float:
         ids, _, answer = _fields(seq, f"{where} calibration")

@@ -11,18 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
+from longctx_eval.models.attention_layout import global_layers, text_config
+
 
 def sliding_window_of(config: Any) -> int | None:
-    """The sliding window some layer of the model attends through, None when every layer is full attention.
+    """The sliding window EVERY layer of the model attends through, None when some layer has full attention.
 
     Qwen2-style configs name the window per layer (`layer_types`); Mistral-style ones apply `sliding_window`
-    to every layer.
-    """
-    window = getattr(config, "sliding_window", None)
-    if not window:
-        return None
-    types = getattr(config, "layer_types", None)
-    if types is not None and "sliding_attention" not in types:
+    to every layer. A hybrid model (Gemma 3: sliding layers and global ones) is probed on its global layers."""
+    window = getattr(text_config(config), "sliding_window", None)
+    if not window or global_layers(config):
         return None
     return int(window)
 
@@ -40,8 +38,8 @@ def probe_refusal(model: Any) -> str | None:
     window = sliding_window_of(config)
     if window is not None:
         return (
-            f"{name} attends through a sliding window of {window} tokens; the probe needs full causal attention "
-            "rows (a model without a sliding window)"
+            f"{name} attends through a sliding window of {window} tokens in every layer; the probe needs full causal "
+            "attention rows in at least one layer (a hybrid model is probed on its full-attention layers)"
         )
     has_rotary = getattr(model.base_model, "rotary_emb", None) is not None
     if not has_rotary and getattr(config, "alibi_slopes", None) is None:

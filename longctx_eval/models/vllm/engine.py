@@ -16,8 +16,10 @@ from typing import Any, cast
 
 from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError, PrerequisiteError
+from longctx_eval.models.attention_layout import attention_layout, source_defaulted
 from longctx_eval.models.base import ModelAdapter, model_meta
 from longctx_eval.models.hf.adapter import cached_render, completion_of, uses_chat, weights_sha256
+from longctx_eval.models.model_files import model_files
 from longctx_eval.models.model_source import hf_source, hf_tokenizer_pair, load_error
 from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.options import VLLMOptions
@@ -57,6 +59,7 @@ class VLLMEngine(ModelAdapter):
         self.hf_tok = hf_tok
         self.use_chat = uses_chat(spec, hf_tok)
         source = hf_source(spec.target, o.revision)
+        files = model_files(source)  # before loading: config, tokenizer and chat template, by content
         revision = {"revision": o.revision} if o.revision else {}
         try:
             config = AutoConfig.from_pretrained(str(source), **revision)
@@ -96,8 +99,18 @@ class VLLMEngine(ModelAdapter):
             dtype=o.dtype,
             chat_template_sha256=hashlib.sha256(template.encode()).hexdigest() if template else None,
             context_window=int(model_config.max_model_len),
-            settings={"decoding": "greedy", "chat": self.use_chat, **recorded_settings(o, rope)},
-            runtime={**_runtime(vllm_config), "kv_cache": _kv_cache(reservation, vllm_config)},
+            settings={
+                "decoding": "greedy",
+                "chat": self.use_chat,
+                **recorded_settings(o, rope),
+                **files.setting(),
+            },
+            runtime={
+                **_runtime(vllm_config),
+                "kv_cache": _kv_cache(reservation, vllm_config),
+                "attention": attention_layout(config, source_defaulted(config, source)),
+                **files.runtime(),
+            },
         )
         super().__init__(meta, tok)
         self._sampling = vllm.SamplingParams

@@ -295,8 +295,8 @@ def test_static_probe_equals_the_probe_of_before_on_the_reference():
     before = AttentionProbe(unscaled.model, replace(unscaled.probe.config, variant="linear", factor=4.0))
     reqs = _probe_requests(static, 512)
     got = [_stable(p.data) for p in static.attention_stats(reqs)]
-    from longctx_eval.models.posprobe.forward import _rows_attention
+    from longctx_eval.models.posprobe.forward import rows_attention
 
-    with _rows_attention(unscaled.model):
+    with rows_attention(unscaled.model):
         want = [_stable(before._one(r).data) for r in reqs]
     assert got == want
