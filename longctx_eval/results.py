@@ -68,7 +68,20 @@ class MetricResult(_Strict):
     depth: float | None = Field(default=None, description="needle depth 0-1; null = all depths pooled")
     value: float
     n: int = Field(ge=0)
-    ci95: tuple[float, float] = Field(description="95% percentile-bootstrap interval")
+    clusters: int | None = Field(
+        default=None,
+        ge=0,
+        description="distinct clusters (haystacks, documents) the n samples come from; null = unknown",
+    )
+    n_eff: float | None = Field(
+        default=None,
+        ge=0,
+        description="n / (1 + (mean cluster size - 1) x ICC), one-way ANOVA ICC clipped at 0; null when every "
+        "cluster is one sample (n_eff = n), all come from one cluster, or the metric has several fields",
+    )
+    ci95: tuple[float, float] = Field(
+        description="95% percentile-bootstrap interval: clusters resampled, then samples within each"
+    )
     slice: dict[str, SliceValue] | None = Field(
         default=None,
         description="in a task's `slices` only: the one metadata key and value these samples share (depth pooled)",
@@ -102,7 +115,8 @@ class CurvePoint(_Strict):
     x: float
     value: float = Field(description="mean of the point's score field over the samples carrying it")
     n: int = Field(ge=0)
-    ci95: tuple[float, float] = Field(description="95% percentile-bootstrap interval")
+    clusters: int | None = Field(default=None, ge=0, description="distinct clusters of the n samples; null = unknown")
+    ci95: tuple[float, float] = Field(description="95% percentile-bootstrap interval (clusters, then samples)")
 
 
 class CurveResult(_Strict):
@@ -128,8 +142,13 @@ class ContrastResult(_Strict):
     n_a: int = Field(ge=1)
     value_b: float
     n_b: int = Field(ge=1)
+    clusters_a: int | None = Field(default=None, ge=1, description="distinct clusters of side a; null = unknown")
+    clusters_b: int | None = Field(default=None, ge=1, description="distinct clusters of side b; null = unknown")
     difference: float = Field(description="value_a - value_b")
-    ci95: tuple[float, float] = Field(description="95% interval, each side resampled on its own")
+    ci95: tuple[float, float] = Field(
+        description="95% interval: each side resampled on its own, or, when samples share clusters, the clusters "
+        "of both sides resampled together, then the samples within them"
+    )
 
 
 class EffectiveLength(_Strict):
@@ -148,6 +167,12 @@ class EffectiveLength(_Strict):
     base_value: float | None = Field(default=None, description="relative only: the metric at base_length")
     value: int = Field(ge=0, description="effective length in tokens; 0 = below the threshold at the shortest length")
     ci95: tuple[int, int] = Field(description="2.5 and 97.5 percentiles over bootstrap replicates (lengths)")
+    min_n: int | None = Field(
+        default=None, ge=0, description="the fewest samples at an evaluated length (under 5: no interval shown)"
+    )
+    min_clusters: int | None = Field(
+        default=None, ge=0, description="the fewest clusters at an evaluated length (under 2: no interval shown)"
+    )
     lengths: list[int] = Field(description="the evaluated lengths the definition ran over")
     limited_by_window: bool = Field(
         description="the metric held at every evaluated length but longer planned lengths were over the window"
@@ -196,7 +221,7 @@ class CompositeScore(_Strict):
     throughput: float = Field(description="clip(output_tokens_per_s / 1000, 0, 1)")
     latency: float = Field(description="clip(1 - latency_p95_s / 0.2, 0, 1)")
     recall: float = Field(description="the task's primary metric, pooled (a 0-1 score)")
-    fidelity: float = Field(description="mean MiniLM cosine of answer and reference, each clipped to [0, 1]")
+    fidelity: float = Field(description="mean cosine of answer and reference embeddings, each clipped to [0, 1]")
     output_tokens_per_s: float = Field(description="aggregate output tokens/s the throughput component scores")
     latency_metric: str = Field(description="the latency whose P95 is scored: ttft (first token) or e2e")
     latency_p95_s: float = Field(description="P95 of that latency, seconds")
@@ -205,6 +230,63 @@ class CompositeScore(_Strict):
     failed_as_zero: int = Field(
         default=0, ge=0, description="failed requests (status error) counted 0 in recall and fidelity"
     )
+    fidelity_metric: str | None = Field(
+        default=None,
+        description="what fidelity averages: the score field and its embedder, e.g. 'embedding_similarity "
+        "(all-MiniLM-L6-v2, sha256 53aa5117)'; null in files written before it was named (the packaged MiniLM)",
+    )
+
+
+class BertScoreSetup(_Strict):
+    """How a task's BERTScore was computed (scoring/semantic.py; equal to bert_score 0.3.13 on the same inputs)."""
+
+    model: str = Field(description="'minilm' (the packaged all-MiniLM-L6-v2) or the local folder named")
+    name: str = Field(description="the model's display name")
+    sha256: str | None = Field(default=None, description="sha256 of its weights (model.safetensors); null = unknown")
+    layer: int = Field(ge=0, description="the hidden state used: after this many transformer layers (0 = embeddings)")
+    layers: int = Field(ge=0, description="the model's transformer layers")
+    idf: bool = Field(description="tokens weighted by idf over the task's references (else equally)")
+    baseline: tuple[float, float, float] | None = Field(
+        default=None, description="(P, R, F1) baselines each rescaled as (x - b) / (1 - b); null = raw scores"
+    )
+    max_tokens: int = Field(ge=1, description="word pieces per text, special tokens included; longer is truncated")
+
+
+class EmbedderSetup(_Strict):
+    """The sentence embedder of a task's embedding similarity."""
+
+    model: str = Field(description="'minilm' (the packaged all-MiniLM-L6-v2) or the local folder named")
+    name: str
+    sha256: str | None = Field(default=None, description="sha256 of its weights (model.safetensors); null = unknown")
+    max_tokens: int = Field(ge=1, description="word pieces per text; longer is truncated")
+
+
+class DriftPoint(_Strict):
+    """One point of a task's semantic drift: the answers of consecutive runner batches (in serving order)."""
+
+    first_batch: int = Field(ge=0, description="the first batch merged into this point (runner order)")
+    last_batch: int = Field(ge=0)
+    n: int = Field(ge=1, description="answers in the point")
+    clusters: int = Field(ge=1, description="distinct clusters (haystacks, documents) of those answers")
+    bertscore_f1: float = Field(description="mean BERTScore F1 of the point's answers")
+    ci95: tuple[float, float] = Field(description="its 95% bootstrap interval (clusters, then samples)")
+    delta_f1: float = Field(description="bertscore_f1 minus the task's pooled mean F1")
+    embedding_similarity: float = Field(description="mean embedding similarity of the point's answers")
+
+
+class SemanticSection(_Strict):
+    """A task's semantic fidelity (docs/semantic_fidelity.md): how it was computed and its drift per batch; the
+    per-sample values are in scores/<task>.jsonl, the means with intervals in `results`."""
+
+    bertscore: BertScoreSetup
+    embedding: EmbedderSetup
+    answers: int = Field(ge=0, description="answers scored (status ok, with a text answer and a reference)")
+    batches: str = Field(
+        description="'runner': points from the batches the runner recorded (merged until each holds min_point "
+        "answers); 'order': no batch recorded, consecutive answers in serving order"
+    )
+    min_point: int = Field(ge=1, description="the fewest answers a drift point holds")
+    drift: list[DriftPoint] = Field(default_factory=list, description="per batch group, in serving order")
 
 
 class LatencyStats(_Strict):
@@ -263,6 +345,9 @@ class TaskResult(_Strict):
         default_factory=dict, description="why requests failed: each distinct error message with its sample count"
     )
     results: list[MetricResult]
+    cluster_noun: str | None = Field(
+        default=None, description="what the task's clusters are (haystacks, documents); null = clusters"
+    )
     throughput: Throughput
     args: dict[str, Any] = Field(default_factory=dict, description="task arguments (--task-arg, suite 'args')")
     length_args: dict[str, dict[str, Any]] | None = Field(
@@ -295,6 +380,9 @@ class TaskResult(_Strict):
     )
     composite: CompositeScore | None = Field(
         default=None, description="served runs: the composite serving score with its components (optional)"
+    )
+    semantic: SemanticSection | None = Field(
+        default=None, description="tasks declaring semantic metrics: BERTScore and embedder setup, drift per batch"
     )
     serving: ServingStats | None = Field(
         default=None, description="served models: latency percentiles, throughput, retries, length checks"

@@ -15,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from longctx_eval.atomic_io import atomic_write_bytes, atomic_write_text
 from longctx_eval.errors import ConfigError, RunFileError
+from longctx_eval.leaderboard.drift_plot import write_drift_plots
 from longctx_eval.leaderboard.heatmaps import remove_stale_plots, write_task_plots
 from longctx_eval.leaderboard.line_plots import write_line_plots
 from longctx_eval.leaderboard.markdown import DEFAULT_MIN_N, render_markdown
@@ -226,6 +227,8 @@ def update_leaderboard(
 
     plots = write_task_plots(entries, out_dir / PLOTS_DIR, min_n)
     lines = write_line_plots(entries, out_dir / PLOTS_DIR, min_n)
+    for task, drift in write_drift_plots(entries, out_dir / PLOTS_DIR).items():  # semantic drift per batch
+        lines.setdefault(task, []).extend(drift)
     report.written += [*plots.values(), *(p for paths in lines.values() for p in paths)]
     links = {
         task: [

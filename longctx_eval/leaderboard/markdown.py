@@ -33,6 +33,7 @@ from longctx_eval.leaderboard.grid import (
 from longctx_eval.leaderboard.length_args import length_args_section
 from longctx_eval.leaderboard.markdown_escape import md_code, md_text
 from longctx_eval.leaderboard.noise import FLOOR_LEGEND, floor_cells, resolution_cells, unit_metric
+from longctx_eval.leaderboard.semantic import semantic_sections
 from longctx_eval.leaderboard.serving import serving_sections
 from longctx_eval.leaderboard.significance import Samples, leader_lines
 from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL
@@ -60,16 +61,28 @@ def format_params(params: int | None) -> str:
 
 
 def context_window_text(model: ModelMeta) -> str:
-    """'8,192 tokens (why, from runtime.window.source)' or 'none' for a model without a window (retrievers)."""
+    """'8,192 tokens, full attention (why, from runtime.window.source)', '32,768 tokens, sliding 512 in 15/18 layers
+    (...)' from runtime.attention where recorded, or 'none' for a model without a window (retrievers)."""
     if model.context_window is None:
         return "none"
-    window = model.runtime.get("window") if isinstance(model.runtime, dict) else None
+    runtime = model.runtime if isinstance(model.runtime, dict) else {}
+    window, layout = runtime.get("window"), runtime.get("attention")
     source = window.get("source") if isinstance(window, dict) else None
-    return f"{model.context_window:,} tokens" + (f" ({source})" if source else "")
+    layout = layout if isinstance(layout, dict) else {}
+    types = layout.get("types")
+    slides = [
+        f"sliding {t['window']} in {t.get('count')}/{layout.get('layers')} layers"
+        for t in (types.values() if isinstance(types, dict) else ())
+        if isinstance(t, dict) and t.get("window")
+    ]
+    attention = (", ".join(slides) or "full attention") if isinstance(types, dict) else None
+    text = f"{model.context_window:,} tokens" + (f", {attention}" if attention else "")
+    return text + (f" ({source})" if source else "")
 
 
 def format_state(c: Cell) -> str:
-    """A table cell: the value with interval and n ('n=2/5' when partial), or the stratum's state."""
+    """A table cell: the value with interval and n ('n=2/5' when partial; 'n=100 over 4 haystacks, n_eff 31.2'
+    when its samples share clusters), or the stratum's state."""
     if c.state == "over_window":
         return "n/a (over window)"
     if c.state == "failed":
@@ -77,9 +90,9 @@ def format_state(c: Cell) -> str:
     if c.state == "not_evaluated":
         return "not evaluated"
     if c.row is None or c.planned is None:
-        return format_cell(c.row) + (" (low n)" if c.low_n else "")
+        return format_cell(c.row, noun=c.noun) + (" (low n)" if c.low_n else "")
     partial = f"n={c.row.n}/{c.planned if c.expected is None else c.expected}" if c.partial else None
-    text = format_cell(c.row, partial)
+    text = format_cell(c.row, partial, c.noun)
     cut = c.expected is not None and c.planned is not None and c.expected < c.planned
     notes = ["low n"] * c.low_n + [f"limit: {c.expected} of {c.planned}"] * cut
     notes += [f"{c.over_length} over window"] * bool(c.over_length)
@@ -96,7 +109,10 @@ def cell_legend(min_n: int = DEFAULT_MIN_N) -> str:
     """What a leaderboard cell says, shown above the tables (LEADERBOARD.md and the site)."""
     return (
         "Each cell is the task's primary metric at that context length (tokens), pooled over depths, with its 95% "
-        "bootstrap interval and sample count; `n=2/5` marks a partial cell (2 of the 5 samples of the task's grid, "
+        "bootstrap interval (the haystacks or documents the samples were built from resampled, then the samples "
+        "within each) and sample count; `n=100 over 4 haystacks, n_eff 31.2`: the samples come from 4 haystacks "
+        "and, correlated within each, are worth about 31 independent samples (n / (1 + (mean cluster size - 1) "
+        "ICC)); `n=2/5` marks a partial cell (2 of the 5 samples of the task's grid, "
         "or of those its `limit` took, evaluated); **limit: 100 of 306**: the run's `limit` took 100 of the grid's "
         "306 samples there (at most `limit` per length, spread over its strata). **n/a (over window)**: every sample "
         "at that length was longer than the model's context window; **N failed**: N requests failed (a server "
@@ -106,8 +122,8 @@ def cell_legend(min_n: int = DEFAULT_MIN_N) -> str:
         "**all** pools the lengths it names (never over-window ones; older run files: every length). "
         f"**low n**: fewer than {min_n} samples (the minimum n, `leaderboard --min-n`): the value is shown but "
         "never ranked or sorted on, and no effective length or contrast is shown from it; a cell of fewer than "
-        f"{MIN_N_FOR_INTERVAL} samples shows no interval. Models are ranked only on the lengths they share, "
-        "each with n at or above the "
+        f"{MIN_N_FOR_INTERVAL} samples, or from a single haystack or document, shows no interval. Models are "
+        "ranked only on the lengths they share, each with n at or above the "
         "minimum: each table says its rule; a model sharing none (or with every cell low n) is listed under "
         "**Not ranked**, not ranked. Under each table: the task's **noise floor** and the **resolvable "
         "difference** at its cells' n (defined below)."
@@ -230,8 +246,8 @@ def _task_section(
         lines += ["", "Over-length and failed samples: " + "; ".join(counts) + "."]
     lines += _failure_lines(board) + length_args_section(board)
     lines += effective_note(board, metric, view.kinds, min_n) + slice_sections(board, metric, min_n)
-    lines += contrast_section(board, min_n) + serving_sections(board)
-    lines += detail_section(board)
+    lines += contrast_section(board, min_n) + serving_sections(board) + semantic_sections(board)
+    lines += detail_section(board, min_n)
     lines += _warnings(task, entries) + _note_lines(notes)
     for path in [plots] if isinstance(plots, str) else plots or []:
         lines += ["", f"![{md_text(task)} {_plot_kind(path)}]({path})"]

@@ -13,7 +13,7 @@ import math
 import re
 import shutil
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from html import escape
 from pathlib import Path
 
@@ -44,13 +44,16 @@ from longctx_eval.leaderboard.markdown import (
 from longctx_eval.leaderboard.markdown_escape import md_html, md_plain
 from longctx_eval.leaderboard.merge import MergeNote
 from longctx_eval.leaderboard.noise import FLOOR_LEGEND
+from longctx_eval.leaderboard.semantic import semantic_sections
 from longctx_eval.leaderboard.serving import serving_sections
 from longctx_eval.leaderboard.significance import leader_test
 from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL
+from longctx_eval.metrics.cluster_stats import count_text
 from longctx_eval.results import Coverage, LatencyStats, RunResult, TaskResult, strata_coverage, task_failed
 from longctx_eval.scoring.comparison import holm_rows, is_significant, p_text
 from longctx_eval.scoring.labels import DASH, length_label
-from longctx_eval.scoring.paired_scores import PairedDifference, PairKey, SampleScore, paired_differences
+from longctx_eval.scoring.paired_scores import Join, PairedDifference, PairKey, SampleScore, join, paired_differences
+from longctx_eval.scoring.paired_tests import TESTS
 
 ASSETS = ("site.css", "site.js")
 """The site's static files, shipped beside this module as site.css / site.js."""
@@ -267,7 +270,8 @@ def _board_parts(task: str, entries: Sequence[RunResult], metric: str, links: Li
     parts += _failures(board)
     blocks = length_args_section(board) + effective_note(board, metric, view.kinds, min_n)
     blocks += slice_sections(board, metric, min_n)
-    blocks += contrast_section(board, min_n) + serving_sections(board) + detail_section(board)
+    blocks += contrast_section(board, min_n) + serving_sections(board) + semantic_sections(board)
+    blocks += detail_section(board, min_n)
     parts += _markdown_blocks(blocks)
     return parts
 
@@ -312,8 +316,9 @@ def model_page(entry: RunResult, site: SiteInput, links: Links) -> str:
     return page(f"{m.name} · longctx-eval", "\n".join(parts))
 
 
-Comparison = dict[str, tuple[str, list[PairedDifference]]]
-"""Per board: the primary score field compared and its paired differences (per length, then pooled)."""
+Comparison = dict[str, tuple[str, Join, list[PairedDifference]]]
+"""Per board: the primary score field compared, the join (pairs, refused and unpaired ids) and its paired
+differences (per length, then pooled; none when nothing could be paired)."""
 
 
 def comparisons(site: SiteInput) -> dict[tuple[str, str], Comparison]:
@@ -327,10 +332,11 @@ def comparisons(site: SiteInput) -> dict[tuple[str, str], Comparison]:
                 sa, sb = site.samples[a].get(board), site.samples[b].get(board)
                 metric = primary_metric(board, site.entries)
                 if sa and sb and metric:
-                    diffs = paired_differences(sa, sb, metric)
-                    if diffs:
-                        found[board] = (metric, diffs)
-            if found:
+                    joined = join(sa, sb, metric)  # as `compare`: its refused and unpaired ids are counted
+                    diffs = paired_differences(sa, sb, metric, pairs=joined.pairs)
+                    if diffs or joined.refused:
+                        found[board] = (metric, joined, diffs)
+            if any(diffs for _, _, diffs in found.values()):  # a page for models that share some pair
                 out[(a, b)] = found
     return out
 
@@ -341,26 +347,32 @@ def compare_page(a: str, b: str, boards: Comparison, links: Links) -> str:
         f"<h1>{_model_link(a, links)} vs {_model_link(b, links)}</h1>",
         f"<p>Paired differences ({escape(a)} minus {escape(b)}) of each task's primary score, over the samples "
         "both models scored with the same context (same sample id and the same haystack: a sample built in "
-        "another tokenizer is never paired). Interval: 95% percentile bootstrap over the pairs (2000 resamples, "
-        f"seeded; none under {MIN_N_FOR_INTERVAL} pairs). p: the paired test's two-sided p-value (McNemar's exact "
-        "test for 0/1 scores, a sign-flip "
-        "permutation test otherwise); Holm p: adjusted by Holm's correction across every cell of this page "
+        "another tokenizer is never paired). Pairs: how many, and over how many clusters (the haystacks or "
+        "documents they were built from) when they share some. Interval: 95% percentile bootstrap over the "
+        "clusters, then the pairs within them (2000 resamples, seeded; none under "
+        f"{MIN_N_FOR_INTERVAL} pairs or from one cluster). p: the paired test's two-sided p-value, the test named "
+        "per row (a sign-flip test of the per-cluster summed differences where pairs share clusters; else "
+        "McNemar's exact test for 0/1 scores, a sign-flip permutation test otherwise); Holm p: adjusted by "
+        "Holm's correction across every cell of this page "
         "(a one-length task's pooled row repeats its cell); <strong>significant</strong> when Holm p &lt; 0.05, "
         "as `longctx-eval compare` decides. Better: samples where one scored higher.</p>",
     ]
     head = ["length", "pairs", f"{a}", f"{b}", "difference", "significant", f"{a} better", f"{b} better"]
     head += ["test", "p", "Holm p"]
-    adjusted = dict(zip(boards, holm_rows([diffs for _, diffs in boards.values()]), strict=True))
-    for board, (metric, diffs) in boards.items():
+    adjusted = dict(zip(boards, holm_rows([diffs for _, _, diffs in boards.values()]), strict=True))
+    for board, (metric, joined, diffs) in boards.items():
         link = f'<a href="{links.tasks[board]}">{escape(board)}</a>' if board in links.tasks else escape(board)
-        parts.append(f"<h2>{link}</h2><p>Score: <code>{escape(metric)}</code>.</p>")
+        parts.append(f"<h2>{link}</h2><p>Score: <code>{escape(metric)}</code>. {escape(join_counts(joined, a, b))}</p>")
+        if not diffs:
+            continue
+        parts.append(f"<p>{escape(tests_used(diffs))}</p>")
         rows = [
             [
                 (escape(length_label(d.length)), d.length if d.length is not None else float("inf")),
-                (str(d.n), d.n),
+                (escape(f"{d.n}{_over_clusters(d)}"), d.n),
                 (f"{d.mean_a:.3f}", d.mean_a),
                 (f"{d.mean_b:.3f}", d.mean_b),
-                (escape(f"{d.difference:+.3f} {d.interval_text()}"), d.difference),
+                (escape(f"{d.difference:+.3f} {pair_interval(d)}"), d.difference),
                 ("yes" if is_significant(holm_p) else "no", int(is_significant(holm_p))),
                 (str(d.a_better), d.a_better),
                 (str(d.b_better), d.b_better),
@@ -372,6 +384,31 @@ def compare_page(a: str, b: str, boards: Comparison, links: Links) -> str:
         ]
         parts.append(_table(head, rows, "compare"))
     return page(f"{a} vs {b} · longctx-eval", "\n".join(parts))
+
+
+def _over_clusters(d: PairedDifference) -> str:
+    """' over 2 clusters' when a comparison row's pairs share clusters, else ''."""
+    shared = d.clusters is not None and d.clusters < d.n
+    return f" over {count_text(d.clusters or 0)}" if shared else ""
+
+
+def join_counts(joined: Join, a: str, b: str) -> str:
+    """What `longctx-eval compare` prints of a join: '40 pairs; 2 refused: <why>; unpaired: 3 only in A, 0 only
+    in B' (ids of another design are refused, never paired; unpaired ids were scored by one model only)."""
+    refused = "; ".join(f"{n} refused: {why}" for why, n in joined.refused.items()) or "0 refused"
+    pairs = f"{len(joined.pairs)} pairs" if joined.pairs else "no pair"
+    return f"{pairs}; {refused}; unpaired: {joined.only_a} only in {a}, {joined.only_b} only in {b}."
+
+
+def tests_used(diffs: Sequence[PairedDifference]) -> str:
+    """The paired tests a board's rows used (each row names its own in the test column), each defined."""
+    used = dict.fromkeys(d.test for d in diffs)
+    return "Test per length: " + "; ".join(f"{t} = {TESTS.get(t, t)}" for t in used) + "."
+
+
+def pair_interval(d: PairedDifference) -> str:
+    """A row's interval, never one from fewer than MIN_N_FOR_INTERVAL pairs (then the no-interval text)."""
+    return (d if d.n >= MIN_N_FOR_INTERVAL else replace(d, ci95=None)).interval_text()
 
 
 def _comparison_list(links: Links, model: str | None) -> list[str]:

@@ -81,7 +81,9 @@ def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> 
         check_same_model(run_dir, manifest, spec)
         adapter = _load_recorded(run_dir, spec)
         try:
-            check_same_identity(run_dir, manifest, adapter.meta.identity_sha256, spec)
+            note = check_same_identity(run_dir, manifest, adapter.meta, spec)
+            if note is not None:  # a folder from before model files were hashed: same model, predictions redone
+                console.print(f"[yellow]note[/yellow] {console_text(note)}", highlight=False)
             manifest = _fresh_manifest(manifest, adapter)
             write_manifest(run_dir, manifest)
             caps = ", ".join(sorted(adapter.capabilities))
@@ -314,7 +316,7 @@ def _generate(
     is_over = [capability.windowed and not bound.fits(r, n) for _, r, n in measured]
     over = [m for m, o in zip(measured, is_over, strict=True) if o]
     warnings = _over_window_warning(name, adapter, samples, requests, over)
-    fits = _serving_order([m for m, o in zip(measured, is_over, strict=True) if not o], samples)
+    fits = serving_order([m for m, o in zip(measured, is_over, strict=True) if not o], samples)
     batch_size = max(1, int(getattr(bound, "batch_size", 1) or 1))
     with progress_bar() as bar:
         job = bar.add_task(console_text(f"{name} [{adapter.meta.name}]"), total=total, completed=total - len(todo))
@@ -324,16 +326,20 @@ def _generate(
             pred = Prediction(status="over_length", prompt_tokens=n, error=msg)
             _save(store, keys[i][r.part], info, samples[i], r, capability, pred)
             bar.advance(job)
+        first = next_batch(store, name)  # batches are numbered on across resumed runs (drift per batch)
         for start in range(0, len(fits), batch_size):
             batch = fits[start : start + batch_size]
+            number = first + start // batch_size
             if budget is not None:  # --max-cost: spent + this batch's upper bound must stay within the budget
                 bounds = [(n, output_budget(bound, r)) for _, r, n in batch]
                 budget.before(adapter.meta.spec, bounds)
             early: set[int] = set()  # requests saved as their reply arrived (served models), by id()
 
-            def arrived(r: Request, pred: Prediction, batch: list = batch, early: set[int] = early) -> None:
+            def arrived(
+                r: Request, pred: Prediction, batch: list = batch, early: set[int] = early, number: int = number
+            ) -> None:
                 i, n = next((i, n) for i, x, n in batch if x is r)
-                _save(store, keys[i][r.part], info, samples[i], r, capability, replace(pred, prompt_tokens=n))
+                _save(store, keys[i][r.part], info, samples[i], r, capability, replace(pred, prompt_tokens=n), number)
                 early.add(id(r))
 
             bound.on_prediction = arrived
@@ -345,9 +351,16 @@ def _generate(
                 budget.after(adapter.meta.spec, bounds, preds)
             for (i, r, n), pred in zip(batch, preds, strict=True):
                 if id(r) not in early:
-                    _save(store, keys[i][r.part], info, samples[i], r, capability, replace(pred, prompt_tokens=n))
+                    pred = replace(pred, prompt_tokens=n)
+                    _save(store, keys[i][r.part], info, samples[i], r, capability, pred, number)
             bar.advance(job, len(batch))
     return warnings
+
+
+def next_batch(store: PredictionStore, task: str) -> int:
+    """The number of this run's first batch of `task`: one past the highest its predictions record (0 if none)."""
+    seen = [b for r in store.records.values() if r.get("task") == task and isinstance(b := r.get("batch"), int)]
+    return max(seen) + 1 if seen else 0
 
 
 def _done(store: PredictionStore, key: str) -> bool:
@@ -356,7 +369,7 @@ def _done(store: PredictionStore, key: str) -> bool:
     return rec is not None and rec.get("status") != "error"
 
 
-def _serving_order(
+def serving_order(
     measured: list[tuple[int, Request, int]], samples: Sequence[Sample]
 ) -> list[tuple[int, Request, int]]:
     """The order requests are served in, so an adapter can reuse the KV cache of a prefix shared with the last one.
@@ -394,6 +407,7 @@ def _save(
     request: Request,
     cap: Capability,
     pred: Prediction,
+    batch: int | None = None,
 ) -> None:
     extra = {
         "task_version": info.version,
@@ -402,6 +416,8 @@ def _save(
         "capability": cap.value,
         "part": request.part,
     }
+    if batch is not None:  # the runner batch it was served in (never sent: none)
+        extra["batch"] = batch
     store.append(prediction_to_record(key, info.name, sample.id, pred, extra))
 
 

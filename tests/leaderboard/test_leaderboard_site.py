@@ -12,6 +12,7 @@ import shutil
 from pathlib import Path
 from urllib.parse import unquote, urlparse
 
+import numpy as np
 import pytest
 from headless_chromium import browser  # tests/leaderboard is on sys.path
 
@@ -22,7 +23,7 @@ from longctx_eval.leaderboard.merge import merge_board
 from longctx_eval.leaderboard.site import SiteInput, write_site
 from longctx_eval.results import read_run
 from longctx_eval.scoring.comparison import p_text
-from longctx_eval.scoring.paired_tests import MCNEMAR, mcnemar_exact
+from longctx_eval.scoring.paired_tests import CLUSTER_SIGN_FLIP, sign_flip
 
 ROOT = Path(__file__).resolve().parents[2]
 BOARD = ROOT / "leaderboards"
@@ -94,6 +95,11 @@ def _recall5(run_dir: Path) -> dict[str, float]:
     return {r["id"]: r["scores"]["recall@5"] for r in map(json.loads, lines)}
 
 
+def _clusters(run_dir: Path) -> dict[str, str]:
+    lines = (run_dir / "scores" / "retrieval.jsonl").read_text().splitlines()
+    return {r["id"]: r["metadata"]["cluster"] for r in map(json.loads, lines)}
+
+
 def _rows(html: str) -> list[list[str]]:
     import re
 
@@ -108,17 +114,21 @@ def test_comparison_pages_pair_only_the_same_haystacks(compare_site: Path) -> No
     bm25 = _recall5(compare_site / "runs" / "bm25")
     page = (site / "compare-bm25--oracle.html").read_text()
     rows = {r[0]: r for r in _rows(page)}
-    assert set(rows) == {"2K", "8K", "all"} and rows["all"][1] == str(len(bm25)) == "18"
+    # 18 queries on 2 documents (one per length): counted, resampled and tested per document
+    assert set(rows) == {"2K", "8K", "all"} and rows["all"][1] == f"{len(bm25)} over 2 clusters" == "18 over 2 clusters"
     expected = sum(v - 1.0 for v in bm25.values()) / len(bm25)
     assert rows["all"][4].startswith(f"{expected:+.3f} [")
+    assert "n=9 over 1 cluster, no interval (&lt; 2 clusters)" in rows["2K"][4]  # one document: no interval
     assert rows["all"][7] == str(sum(v < 1.0 for v in bm25.values()))  # the oracle better where bm25 missed
     # the paired test and Holm's correction across the page's cells, as `longctx-eval compare` prints them
-    missed = sum(v < 1.0 for v in bm25.values())
-    assert rows["all"][8] == MCNEMAR and rows["all"][9] == p_text(mcnemar_exact(0, missed))
+    docs = _clusters(compare_site / "runs" / "bm25")
+    sums = [sum(v - 1.0 for i, v in bm25.items() if docs[i] == d) for d in sorted(set(docs.values()))]
+    assert rows["all"][8] == CLUSTER_SIGN_FLIP and rows["all"][9] == p_text(sign_flip(np.array(sums)))
     assert float(rows["all"][10]) >= float(rows["all"][9])
     assert rows["all"][5] == ("yes" if float(rows["all"][10]) < 0.05 else "no")
     moved = {r[0]: r for r in _rows((site / "compare-bm25--bm25-moved.html").read_text())}
-    assert set(moved) == {"2K", "all"} and moved["all"][1] == "9" and moved["all"][4].startswith("+0.000 [")
+    assert set(moved) == {"2K", "all"} and moved["all"][1] == "9 over 1 cluster"
+    assert moved["all"][4].startswith("+0.000 n=9 over 1 cluster, no interval")
     index = (site / "index.html").read_text()
     assert 'href="compare-bm25--oracle.html"' in index and 'href="compare-bm25--bm25-moved.html"' in index
     assert 'href="compare-bm25--oracle.html"' in (site / "model-oracle.html").read_text()

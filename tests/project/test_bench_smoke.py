@@ -79,7 +79,10 @@ def test_peer_ruler_reads_lm_eval_progress_and_compares() -> None:
 def test_vllm_part_bound_summary_and_table() -> None:
     """The `vllm` part's arithmetic on made-up passes: the prefix-sharing bound, repeats averaged, lm-eval's time
     over ours, what each lever bought and the share of the bound; nothing is run or timed."""
-    from benchmarks.vllm_backends import depth_grid, merge_repeats, prefix_bound, summarize, table
+    from benchmarks.vllm_grid import depth_grid, prefix_bound
+    from benchmarks.vllm_passes import merge_repeats
+    from benchmarks.vllm_summary import summarize
+    from benchmarks.vllm_table import table
 
     assert round(prefix_bound(depth_grid(5)), 2) == 1.43 and prefix_bound(depth_grid(2)) == 1.0
 
@@ -119,7 +122,7 @@ def test_vllm_part_bound_summary_and_table() -> None:
 def test_vllm_part_round_robin_separates_documents() -> None:
     from types import SimpleNamespace
 
-    from benchmarks.vllm_backends import round_robin
+    from benchmarks.vllm_grid import round_robin
 
     samples = [SimpleNamespace(metadata={"target_tokens": n, "rep": 0}) for n in (1024,) * 3 + (2048,) * 3]
     order = [(i, None, 0) for i in range(6)]
@@ -194,7 +197,7 @@ def test_build_samples_step_times_old_against_new(tmp_path: Path) -> None:
 def test_vllm_part_another_grid_writes_its_own_file_and_keeps_the_default(tmp_path: Path) -> None:
     """A grid other than the default (or the prefix-only lever set) goes to vllm-<lengths>x<n>[-prefix].json; the
     README keeps the default vllm.json's table and adds one per other grid."""
-    from benchmarks.__main__ import _vllm_grid_lines
+    from benchmarks.results_readme import vllm_grid_lines
     from benchmarks.vllm_backends import LENGTHS, result_name
 
     assert result_name(LENGTHS, 5, 1) == "vllm.json"
@@ -203,7 +206,7 @@ def test_vllm_part_another_grid_writes_its_own_file_and_keeps_the_default(tmp_pa
     v = {"grid": {"lengths": [4096], "depths": 5, "haystacks": 4}, "levers": "prefix", "samples": 20}
     v |= {"prefix_bound": 1.43, "summary": {}, "backends": {}, "load_average_1min": {"start": 0.5}}
     (tmp_path / "vllm-4096x20-prefix.json").write_text(json.dumps({"environment": {"date_utc": "D"}, "vllm": v}))
-    text = "\n".join(_vllm_grid_lines(tmp_path))
+    text = "\n".join(vllm_grid_lines(tmp_path))
     assert "[4096] x 5 depths x 4 haystacks (20 samples; `vllm-4096x20-prefix.json`)" in text
     assert "Measured D, levers switched off: prefix; 1-minute load average: start 0.5" in text
 

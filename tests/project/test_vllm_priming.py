@@ -1,5 +1,5 @@
-"""Prime then fill (`benchmarks/vllm_priming.py`, no vLLM): one primer per haystack, the holder of the deepest shared
-prefix, so every block another request can reuse is in the primer's prompt. On synthetic haystacks (fast) and on
+"""Prime then fill (`benchmarks/vllm_cache_blocks.py`, no vLLM): one primer per haystack, the holder of the deepest
+shared prefix, so every block another request can reuse is in the primer's prompt. On synthetic haystacks (fast) and on
 SmolLM2-rendered needle prompts of the bench grid (slow: building the grid loads MiniLM for its overlap check)."""
 
 from __future__ import annotations
@@ -8,8 +8,8 @@ import random
 
 import pytest
 
-from benchmarks.vllm_backends import build_grid
-from benchmarks.vllm_priming import block_chains, primers
+from benchmarks.vllm_cache_blocks import block_chains, primers
+from benchmarks.vllm_grid import build_grid
 from longctx_eval.models.hf.adapter import cached_render, uses_chat
 from longctx_eval.models.model_source import hf_tokenizer_pair
 from longctx_eval.models.spec import parse_spec
@@ -83,7 +83,8 @@ def test_nothing_shared_means_no_primer_and_chains_match_full_blocks():
 
 def test_study_summary_and_table_on_made_up_runs():
     """The study's arithmetic: means over runs, the ratios, the bound shares and the block-granular token bound."""
-    from benchmarks.vllm_priming import ideal_cached, summarize, table
+    from benchmarks.vllm_cache_blocks import ideal_cached
+    from benchmarks.vllm_priming import summarize, table
 
     assert ideal_cached([[1, 2, 3, 4, 5], [1, 2, 3, 4, 9], [7]], 2) == 4  # the second reuses 2 whole blocks
     assert ideal_cached([[1, 2, 3, 4], [1, 2, 3, 4]], 2) == 2  # never the whole prompt: its last token is computed

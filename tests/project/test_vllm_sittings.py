@@ -93,7 +93,7 @@ def test_sittings_merge_keeps_earlier_backends_and_recomputes_the_summary(here) 
 
 def test_lm_evals_ratio_compares_only_backends_measured_on_its_machine(here, monkeypatch) -> None:
     import benchmarks.vllm_sittings as vs
-    from benchmarks.vllm_backends import table
+    from benchmarks.vllm_table import table
 
     old = {"environment": {"date_utc": "D1"}, "vllm": _part({"served": _res(4.0)})}  # no machine recorded then
     part = vs.merge_sittings(_part({"vllm": _res(2.0), "lm_eval": _res(2.2)}), old, "D2")
@@ -146,23 +146,23 @@ def test_a_finished_job_result_is_reused_by_the_child_and_its_progress_shows(tmp
 @pytest.fixture
 def stop_after_first_request(monkeypatch):
     """Make the hf job's progress line after request 1 raise, as a stop would: its checkpoint is saved just before."""
-    import benchmarks.vllm_backends as vb
+    import benchmarks.vllm_hf_job as job
 
-    real = vb.log
+    real = job.log
 
     def log(message: str) -> None:
         real(message)
         if message.startswith("  request 1/"):
             raise KeyboardInterrupt("stopped")
 
-    monkeypatch.setattr(vb, "log", log)
+    monkeypatch.setattr(job, "log", log)
     return monkeypatch
 
 
 def test_hf_job_resumes_after_a_stop_with_the_same_rows(tmp_path: Path, stop_after_first_request, capsys) -> None:
     """The real `hf:` job on two needle samples, stopped after its first request: the rerun resumes at the second,
     says so in its result, and serves exactly what an uninterrupted run serves (same ids, prompts, replies)."""
-    import benchmarks.vllm_backends as vb
+    from benchmarks.vllm_hf_job import hf_job
 
     stop_after_first_request.setattr(vc, "ROOT", tmp_path)
     params = {"lengths": [512], "depths": 2, "haystacks": 1, "levers": "prefix"}
@@ -170,17 +170,17 @@ def test_hf_job_resumes_after_a_stop_with_the_same_rows(tmp_path: Path, stop_aft
     stale = {"next": 1, "rows": {"ours": [{}], "no_prefix": [{}]}, "per_len": {}, "spent": {}}
     vc.Checkpoint("hf", params).save(stale, ids)  # an older job's lanes: not resumed from
     with pytest.raises(KeyboardInterrupt):
-        vb.hf_job(params)
+        hf_job(params)
     saved = vc.Checkpoint("hf", params).load()
     assert saved["next"] == 1 and "result" not in saved  # one request of each lane saved; no result yet
     assert {k: len(v) for k, v in saved["rows"].items()} == {"ours": 1, "no_prefix": 1, "no_suffix_chunk": 1}
     assert not saved.get("resumed") and "holds other lanes: measuring afresh" in capsys.readouterr().err
     stop_after_first_request.undo()
     stop_after_first_request.setattr(vc, "ROOT", tmp_path)
-    resumed = vb.hf_job(params)
+    resumed = hf_job(params)
     assert resumed["resumed"][0]["from_request"] == 1 and resumed["resumed"][0]["saved_utc"]
     vc.Checkpoint("hf", params).clear()
-    fresh = vb.hf_job(params)
+    fresh = hf_job(params)
     assert "resumed" not in fresh
     for a, b in zip(resumed["passes"], fresh["passes"], strict=True):
         keep = ("id", "length", "depth", "prompt_tokens", "text", "status")
@@ -192,7 +192,7 @@ def test_hf_job_resumes_after_a_stop_with_the_same_rows(tmp_path: Path, stop_aft
 def test_run_plan_resumes_after_the_last_saved_pass_and_keeps_the_peer_between_ours() -> None:
     """The `vllm` job's plan (ours, salted, ours with lm-eval's pass after the first two), stopped during the
     salted pass, then resumed: no finished pass runs twice, and lm-eval's second pass still comes before our last."""
-    from benchmarks.vllm_backends import run_plan
+    from benchmarks.vllm_passes import run_plan
 
     ran: list[str] = []
     saves: list[dict] = []
