@@ -8,6 +8,7 @@ every `PRINT_EVERY_S` seconds and when it ends.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -55,7 +56,12 @@ def console_text(value: object) -> str:
     space, punctuation or the line's end, not right before a tag."""
     # rich's escape doubles a trailing backslash, right only when a tag follows at once; the space added and cut
     # off keeps a trailing backslash one backslash, as it prints before anything but a tag.
-    return escape(f"{value} ")[:-1]
+    # rich also drops one backslash of every `\[` outside a tag (`\[_x]`, `\[ x]`): one more keeps it.
+    return _PLAIN_BRACKET(lambda m: "\\" + m.group(0), escape(f"{value} ")[:-1])
+
+
+_PLAIN_BRACKET = re.compile(r"\\+\[(?![a-z#/@][^[]*?\])").sub
+"""Backslashes before a `[` that opens no rich tag (rich's markup parser removes one of them)."""
 
 
 PRINT_EVERY_S = 30.0

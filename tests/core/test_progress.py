@@ -104,7 +104,21 @@ def test_dense_index_of_a_long_document_is_built_in_slices_with_progress(dense, 
 
 # --- values from run files print as text (issue 39, cause 1) --------------------------------------------------
 
-MARKUP = ["[bold]", "[/]", "[/bold]", "[red]x[/red]", "[link=https://x]y[/link]", "\\", "\\[b]", ":warning:", "[", "]"]
+MARKUP = [
+    "[bold]",
+    "[/]",
+    "[/bold]",
+    "[red]x[/red]",
+    "[link=https://x]y[/link]",
+    "\\",
+    "\\[b]",
+    "\\[_b]",
+    "[_b]",
+    "[ x]",
+    ":warning:",
+    "[",
+    "]",
+]
 """rich markup, escapes and emoji codes a name, path or reason from a run file may hold."""
 
 
