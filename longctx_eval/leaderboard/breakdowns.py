@@ -1,10 +1,10 @@
-"""LEADERBOARD.md's breakdowns of a task: effective-length columns, per-slice tables and contrast tables."""
+"""A task page's breakdowns as page-model blocks: effective-length columns, per-slice tables and contrast tables."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
-from longctx_eval.leaderboard.markdown_escape import md_code, md_text
+from longctx_eval.leaderboard.page_model import Block, Cell, Table, marked, name_cell, own, para, text
 from longctx_eval.results import ContrastResult, EffectiveLength, SliceValue, TaskResult
 from longctx_eval.scoring.labels import (
     DASH,
@@ -68,43 +68,46 @@ def effective_cells(
     return cells
 
 
-def effective_note(board: Board, metric: str, kinds: Sequence[str], min_n: int = DEFAULT_MIN_N) -> list[str]:
-    """The sentence under the table saying what the effective-length columns mean."""
+def effective_note(board: Board, metric: str, kinds: Sequence[str], min_n: int = DEFAULT_MIN_N) -> list[Block]:
+    """The paragraph under the table saying what the effective-length columns mean."""
     if not kinds:
         return []
-    parts = []
+    parts: list = []
     if "absolute" in kinds:
         rules = sorted(_rules(board, metric, "absolute"))
         thr = rules[0].lstrip(">=") if len(rules) == 1 else "the threshold in the cell"
         ruler = " (RULER's 85.6%)" if thr == "0.856" else " (RULER uses 0.856)"
-        parts.append(
-            f"**eff. length**: the longest length up to which {md_code(metric)} stays at or above {thr}{ruler} at "
-            "every evaluated length"
-        )
+        parts += [
+            own("eff. length", "strong"),
+            ": the longest length up to which ",
+            text(metric, "code"),
+            f" stays at or above {thr}{ruler} at every evaluated length",
+        ]
     if "relative" in kinds:
         rules = sorted(_rules(board, metric, "relative"))
         share = rules[0].lstrip(">=") if len(rules) == 1 else "the share in the cell"
         nolima = " (as NoLiMa)" if share == "85%" else " (NoLiMa uses 85%)"
-        parts.append(
-            f"**rel. eff. length**: the same with {share}{nolima} of the model's own score at its shortest evaluated "
-            "length as the threshold"
-        )
-    return [
-        "",
-        "; ".join(parts) + ". [lo, hi]: 95% bootstrap interval (samples resampled within each length); `<N`: "
-        "below the threshold already at the shortest length N; (window): it held at every length the model could "
-        f"read, and longer lengths were over its context window; low n (lengths): not shown, those lengths have "
-        f"fewer than {min_n} samples.",
-    ]
+        parts += ["; "] * bool(parts) + [
+            own("rel. eff. length", "strong"),
+            f": the same with {share}{nolima} of the model's own score at its shortest evaluated length as the "
+            "threshold",
+        ]
+    tail = marked(
+        ". [lo, hi]: 95% bootstrap interval (samples resampled within each length); `<N`: below the threshold "
+        "already at the shortest length N; (window): it held at every length the model could read, and longer "
+        f"lengths were over its context window; low n (lengths): not shown, those lengths have fewer than {min_n} "
+        "samples."
+    )
+    return [para(*parts, tail)]
 
 
-def slice_sections(board: Board, metric: str, min_n: int = DEFAULT_MIN_N) -> list[str]:
+def slice_sections(board: Board, metric: str, min_n: int = DEFAULT_MIN_N) -> list[Block]:
     """Per slice key: `metric` per value of the key, all lengths pooled, one row per model; a value from fewer
-    than `min_n` samples is marked '(low n)'."""
+    than `min_n` samples is marked '(low n)' and never sorted on."""
     keys = list(dict.fromkeys(k for _, r in board for row in r.slices if row.slice for k in row.slice))
-    lines: list[str] = []
+    blocks: list[Block] = []
     for key in keys:
-        cells: dict[tuple[str, ValueKey], str] = {}
+        cells: dict[tuple[str, ValueKey], Cell] = {}
         shown: dict[ValueKey, SliceValue] = {}
         for name, result in board:
             for row in result.slices:
@@ -113,22 +116,19 @@ def slice_sections(board: Board, metric: str, min_n: int = DEFAULT_MIN_N) -> lis
                     if vkey is None:
                         continue
                     shown.setdefault(vkey, row.slice[key])
-                    cells[(name, vkey)] = format_cell(row) + (" (low n)" if row.n < min_n else "")
+                    low = row.n < min_n
+                    shown_text = format_cell(row) + (" (low n)" if low else "")
+                    cells[(name, vkey)] = Cell(shown_text, None if low else row.value, "low-n" * low, own=True)
         if not shown:
             continue
         order = sorted(shown)
-        head = ["model", *(md_text(value_text(shown[v])) for v in order)]
-        lines += [
-            "",
-            f"By {md_code(key)} ({md_code(metric)}, all lengths pooled):",
-            "",
-            "| " + " | ".join(head) + " |",
-            "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|",
-        ]
-        for name, _ in board:
-            row_cells = [cells.get((name, v), DASH) for v in order]
-            lines.append("| " + " | ".join([f"**{md_text(name)}**", *row_cells]) + " |")
-    return lines
+        head = ("model", *(value_text(shown[v]) for v in order))
+        rows = tuple(
+            (name_cell(name), *(cells.get((name, v), Cell(DASH, own=True)) for v in order)) for name, _ in board
+        )
+        intro = para("By ", text(key, "code"), " (", text(metric, "code"), ", all lengths pooled):")
+        blocks += [intro, Table(head, rows)]
+    return blocks
 
 
 def contrast_cell(c: ContrastResult, min_n: int = DEFAULT_MIN_N) -> str:
@@ -138,7 +138,7 @@ def contrast_cell(c: ContrastResult, min_n: int = DEFAULT_MIN_N) -> str:
     return format_difference(c)
 
 
-def contrast_section(board: Board, min_n: int = DEFAULT_MIN_N) -> list[str]:
+def contrast_section(board: Board, min_n: int = DEFAULT_MIN_N) -> list[Block]:
     """Every contrast: the difference per length and pooled, with interval; the pooled cell adds both sides.
 
     A side with fewer than `min_n` samples keeps the difference off the page ('low n (3 vs 3)')."""
@@ -148,33 +148,39 @@ def contrast_section(board: Board, min_n: int = DEFAULT_MIN_N) -> list[str]:
     names = list(dict.fromkeys(c.name for _, c in found))
     lengths = sorted({c.length for _, c in found if c.length is not None})
     defined = {
-        c.name: f"{md_code(c.metric)} at {md_text(c.key)}={md_text(value_text(c.a))} minus at "
-        f"{md_text(c.key)}={md_text(value_text(c.b))}"
+        c.name: (
+            text(c.metric, "code"),
+            own(" at "),
+            text(f"{c.key}={value_text(c.a)}"),
+            own(" minus at "),
+            text(f"{c.key}={value_text(c.b)}"),
+        )
         for _, c in found
     }
-    lines = [
-        "",
-        "Contrasts (" + "; ".join(f"{md_code(n)}: {defined[n]}" for n in names) + "; 95% interval "
-        f"from resampling each side on its own; low n (a vs b): a side has fewer than {min_n} samples, no "
-        "difference shown):",
-        "",
-    ]
-    head = ["model", "contrast", *(length_label(n) for n in lengths), "all"]
-    lines += ["| " + " | ".join(head) + " |", "|" + "|".join(["---", "---"] + ["---:"] * (len(head) - 2)) + "|"]
+    pieces: list = ["Contrasts ("]
+    for i, n in enumerate(names):
+        pieces += ["; "] * bool(i) + [text(n, "code"), ": ", defined[n]]
+    pieces.append(
+        f"; 95% interval from resampling each side on its own; low n (a vs b): a side has fewer than {min_n} "
+        "samples, no difference shown):"
+    )
+    head = ("model", "contrast", *(length_label(n) for n in lengths), "all")
+
+    def cell(c: ContrastResult | None, pooled: bool = False) -> Cell:
+        if c is None:
+            return Cell(DASH, own=True)
+        if min(c.n_a, c.n_b) < min_n:
+            return Cell(contrast_cell(c, min_n), mark="low-n", own=True)
+        shown = format_difference(c)
+        if pooled:
+            shown += f" ({c.value_a:.2f} n={c.n_a} vs {c.value_b:.2f} n={c.n_b})"
+        return Cell(shown, c.difference, own=True)
+
+    rows = []
     for model, _ in board:
         for cname in names:
             mine = {c.length: c for m, c in found if m == model and c.name == cname}
-            if not mine:
-                continue
-            cells = [contrast_cell(mine[n], min_n) if n in mine else DASH for n in lengths]
-            pooled = mine.get(None)
-            cells.append(
-                DASH
-                if pooled is None
-                else contrast_cell(pooled, min_n)
-                if min(pooled.n_a, pooled.n_b) < min_n
-                else f"{format_difference(pooled)} ({pooled.value_a:.2f} n={pooled.n_a} vs {pooled.value_b:.2f} "
-                f"n={pooled.n_b})"
-            )
-            lines.append("| " + " | ".join([f"**{md_text(model)}**", md_text(cname), *cells]) + " |")
-    return lines
+            if mine:
+                cells = [cell(mine.get(n)) for n in lengths] + [cell(mine.get(None), pooled=True)]
+                rows.append((name_cell(model), Cell(cname, cname), *cells))
+    return [para(*pieces), Table(head, tuple(rows), align="ll" + "r" * (len(head) - 2))]

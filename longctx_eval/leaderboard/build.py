@@ -15,10 +15,11 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from longctx_eval.atomic_io import atomic_write_bytes, atomic_write_text
 from longctx_eval.errors import ConfigError, RunFileError
+from longctx_eval.leaderboard.breakdowns import DEFAULT_MIN_N
 from longctx_eval.leaderboard.drift_plot import write_drift_plots
 from longctx_eval.leaderboard.heatmaps import remove_stale_plots, write_task_plots
 from longctx_eval.leaderboard.line_plots import write_line_plots
-from longctx_eval.leaderboard.markdown import DEFAULT_MIN_N, render_markdown
+from longctx_eval.leaderboard.markdown import render_markdown
 from longctx_eval.leaderboard.merge import MergeNote, check_times, merge_board, parse_time
 from longctx_eval.leaderboard.merge import merge_runs as merge_runs  # re-exported
 from longctx_eval.leaderboard.usable_names import name_problem
@@ -269,7 +270,7 @@ def update_leaderboard(
 def _samples_of(entries: Sequence[RunResult], runs: Sequence[tuple[Path, RunResult]]) -> dict[str, dict[str, dict]]:
     """Per model and board the per-sample scores of the shown result, from an input run folder (RUN/run.json
     beside scores/) whose run holds that very result; nothing for results only in run copies."""
-    from longctx_eval.leaderboard.markdown import task_names, task_of
+    from longctx_eval.leaderboard.grid import task_names, task_of
     from longctx_eval.scoring.paired_scores import sample_scores
 
     out: dict[str, dict[str, dict]] = {}

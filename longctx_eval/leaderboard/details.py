@@ -1,4 +1,5 @@
-"""LEADERBOARD.md's per-length read-out tables for tasks with several headline metrics (posprobe, retrieval).
+"""A task page's per-length read-out tables (page-model blocks) for tasks with several headline metrics
+(posprobe, retrieval).
 
 The main table of a task shows its primary metric only; a task named in DETAIL_COLUMNS also gets one row per
 (model, length) with the metrics that must be read together (for posprobe: a passkey EM next to the attention
@@ -11,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from longctx_eval.leaderboard.breakdowns import DEFAULT_MIN_N
-from longctx_eval.leaderboard.markdown_escape import md_code, md_text
+from longctx_eval.leaderboard.page_model import Block, Cell, Table, name_cell, para, text
 from longctx_eval.leaderboard.retrieval_table import retrieval_section
 from longctx_eval.metrics.bootstrap import has_interval, no_interval_text
 from longctx_eval.results import MetricResult, TaskResult
@@ -73,7 +74,7 @@ def detail_cell(result: TaskResult, metric: str, length: int) -> str:
     return text
 
 
-def detail_section(board: Board, min_n: int = DEFAULT_MIN_N) -> list[str]:
+def detail_section(board: Board, min_n: int = DEFAULT_MIN_N) -> list[Block]:
     """The task's detail tables (one row per model and evaluated length): posprobe's read-outs, every retrieval
     metric of a retrieval task (cells under `min_n` samples marked low n), or nothing for other tasks."""
     if not board:
@@ -84,16 +85,19 @@ def detail_section(board: Board, min_n: int = DEFAULT_MIN_N) -> list[str]:
         return retrieval_section(board, min_n)
     shown = [(m, t) for m, t in columns if any(r.metric == m for _, res in board for r in res.results)]
     ratio = any(r.metric == RATIO for _, res in board for r in res.results)
-    head = ["model", "L", *(["L/L_train"] if ratio else []), *(t for _, t in shown)]
-    lines = ["", DETAIL_NOTES.get(task, f"{md_code(task)} per model and length:"), ""]
-    lines += ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
+    head = ("model", "L", *(["L/L_train"] if ratio else []), *(t for _, t in shown))
+    note = DETAIL_NOTES.get(task)
+    intro = para(note) if note else para(text(task, "code"), " per model and length:")
+    rows = []
     for name, result in board:
         lengths = sorted({r.length for r in result.results if r.length is not None and r.depth is None})
         for n in lengths:
-            cells = [f"**{md_text(name)}**", length_label(n)]
+            cells = [name_cell(name), Cell(length_label(n), n, own=True)]
             if ratio:
                 row = _pooled(result, RATIO, n)
-                cells.append(f"{row.value:g}" if row is not None else DASH)
-            cells += [detail_cell(result, m, n) for m, _ in shown]
-            lines.append("| " + " | ".join(cells) + " |")
-    return lines
+                cells.append(Cell(f"{row.value:g}", row.value, own=True) if row is not None else Cell(DASH, own=True))
+            for m, _ in shown:
+                found = _pooled(result, m, n)
+                cells.append(Cell(detail_cell(result, m, n), found.value if found is not None else None, own=True))
+            rows.append(tuple(cells))
+    return [intro, Table(head, tuple(rows))]

@@ -4,7 +4,7 @@ plots and the site."""
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Literal
 
@@ -308,9 +308,15 @@ def ranked(task: str, entries: Sequence[RunResult], metric: str, min_n: int = DE
     return ranking(task, entries, metric, min_n).order
 
 
-def ranking_rule(task: str, entries: Sequence[RunResult], metric: str, min_n: int = DEFAULT_MIN_N) -> str:
-    """One sentence (Markdown, the metric escaped) saying how the task's table is ranked (and that unranked models
-    are listed under it)."""
+def ranking_rule(
+    task: str,
+    entries: Sequence[RunResult],
+    metric: str,
+    min_n: int = DEFAULT_MIN_N,
+    code: Callable[[str], str] = md_code,
+) -> str:
+    """One sentence (Markdown, the metric through `code`) saying how the task's table is ranked (and that unranked
+    models are listed under it)."""
     rank = ranking(task, entries, metric, min_n)
     if len(rank.order) < 2 and not rank.unranked:
         return ""
@@ -323,10 +329,10 @@ def ranking_rule(task: str, entries: Sequence[RunResult], metric: str, min_n: in
         )
     rest = " Models not ranked are listed under the table." if rank.unranked else ""
     if rank.pooled:
-        return f"Ranked by the pooled {md_code(metric)} (**all**, cells with n >= {min_n}), best first.{rest}"
+        return f"Ranked by the pooled {code(metric)} (**all**, cells with n >= {min_n}), best first.{rest}"
     where = lengths_text(rank.lengths)
     return (
-        f"Ranked by the mean {md_code(metric)} over {where} (the lengths every ranked model has with n >= {min_n}), "
+        f"Ranked by the mean {code(metric)} over {where} (the lengths every ranked model has with n >= {min_n}), "
         f"best first.{rest}"
     )
 

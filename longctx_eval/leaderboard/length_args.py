@@ -9,7 +9,7 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from longctx_eval.leaderboard.markdown_escape import md_text
+from longctx_eval.leaderboard.page_model import Block, own, para, text
 from longctx_eval.results import TaskResult
 from longctx_eval.scoring.labels import length_label
 
@@ -39,18 +39,26 @@ def length_args_text(result: TaskResult) -> str:
     return "; ".join(f"at {label(k)}: {args_text(found[k])}" for k in sorted(found, key=order) if found[k])
 
 
-def length_args_section(board: Board) -> list[str]:
-    """The task section's sentence: per shown result with per-length arguments its args, then those (models with
+def length_args_section(board: Board) -> list[Block]:
+    """The task page's sentence: per shown result with per-length arguments its args, then those (models with
     the same ones together); nothing when no result has any."""
     groups: dict[tuple[str, str], list[str]] = {}
     for name, result in board:
-        text = length_args_text(result)
-        if text:
-            groups.setdefault((text, args_text(result.args)), []).append(name)
+        found = length_args_text(result)
+        if found:
+            groups.setdefault((found, args_text(result.args)), []).append(name)
     if not groups:
         return []
-    parts = [
-        ", ".join(f"**{md_text(n)}**" for n in names) + f": {md_text(base or 'task defaults')}; {md_text(text)}"
-        for (text, base), names in groups.items()
+    pieces: list = [
+        "Arguments by length (the suite's ",
+        own("args_at", "code"),
+        " over the task's ",
+        own("args", "code"),
+        "): ",
     ]
-    return ["", "Arguments by length (the suite's `args_at` over the task's `args`): " + " · ".join(parts) + "."]
+    for i, ((found, base), names) in enumerate(groups.items()):
+        pieces += [" · "] * bool(i)
+        for j, n in enumerate(names):
+            pieces += [", "] * bool(j) + [text(n, "strong")]
+        pieces += [": ", text(base or "task defaults"), "; ", text(found)]
+    return [para(*pieces, ".")]

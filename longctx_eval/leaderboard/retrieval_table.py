@@ -1,9 +1,9 @@
 """Every retrieval metric of a retrieval-capability task, per model and length: the board's main table shows the
 primary metric only, and MRR, nDCG and the other recall@k would otherwise be computed and shown nowhere.
 
-One Markdown table (LEADERBOARD.md), which the site lays out as HTML from the same lines, so both carry the
-same columns: MRR, nDCG@k, recall@k (every k the run computed; cross_paragraph's fact_recall@k and
-all_facts@k), each cell with its n and interval as every other cell (`scoring/labels.format_cell`).
+One page-model table, which LEADERBOARD.md and the site both lay out, so both carry the same columns: MRR,
+nDCG@k, recall@k (every k the run computed; cross_paragraph's fact_recall@k and all_facts@k),
+each cell with its n and interval as every other cell (`scoring/labels.format_cell`).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from longctx_eval.leaderboard.markdown_escape import md_text
+from longctx_eval.leaderboard.page_model import Block, Cell, Table, name_cell, para
 from longctx_eval.results import MetricResult, TaskResult
 from longctx_eval.scoring.labels import DASH, format_cell, length_label
 
@@ -63,34 +63,34 @@ def _row(result: TaskResult, metric: str, length: int | None) -> MetricResult | 
     )
 
 
-def retrieval_cell(row: MetricResult | None, min_n: int) -> str:
-    """The metric's value with its n and interval, marked '(low n)' under `min_n` samples, or a dash."""
+def retrieval_cell(row: MetricResult | None, min_n: int) -> Cell:
+    """The metric's value with its n and interval, marked '(low n)' under `min_n` samples (then never sorted on),
+    or a dash."""
     if row is None:
-        return DASH
-    return format_cell(row) + (" (low n)" if row.n < min_n else "")
+        return Cell(DASH, own=True)
+    low = row.n < min_n
+    return Cell(format_cell(row) + (" (low n)" if low else ""), None if low else row.value, "low-n" * low, own=True)
 
 
-def retrieval_section(board: Board, min_n: int) -> list[str]:
+def retrieval_section(board: Board, min_n: int) -> list[Block]:
     """One row per model and evaluated length, then its pooled row ('all'); nothing for a task no retriever ran."""
     columns = retrieval_columns(board)
     if not columns:
         return []
-    head = ["model", "L", *(column_title(m) for m in columns)]
-    lines = [
-        "",
+    head = ("model", "L", *(column_title(m) for m in columns))
+    intro = para(
         "Every retrieval metric (per length, then all lengths pooled; 95% interval, n samples; low n: fewer than "
-        f"{min_n}):",
-        "",
-        "| " + " | ".join(head) + " |",
-        "|" + "|".join(["---", "---"] + ["---:"] * len(columns)) + "|",
-    ]
+        f"{min_n}):"
+    )
+    rows = []
     for name, result in board:
         if result.capability != RETRIEVE:
             continue
         lengths = sorted({r.length for r in result.results if r.length is not None and r.depth is None})
         for length in [*lengths, None]:
             cells = [retrieval_cell(_row(result, m, length), min_n) for m in columns]
-            if all(c == DASH for c in cells):
+            if all(c.text == DASH for c in cells):
                 continue
-            lines.append("| " + " | ".join([f"**{md_text(name)}**", length_label(length), *cells]) + " |")
-    return lines
+            key = length if length is not None else float("inf")
+            rows.append((name_cell(name), Cell(length_label(length), key, own=True), *cells))
+    return [intro, Table(head, tuple(rows), align="ll" + "r" * len(columns))]

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from longctx_eval.leaderboard.markdown_escape import md_text
+from longctx_eval.leaderboard.page_model import Block, Cell, Table, marked, name_cell, para
 from longctx_eval.metrics.bertscore import BERTSCORE_FIELDS
 from longctx_eval.metrics.bootstrap import has_interval
 from longctx_eval.metrics.embedding_similarity import EMBEDDING_FIELD
@@ -89,12 +89,15 @@ def semantic_rows(board: Board) -> list[list[str]]:
     return rows
 
 
-def semantic_sections(board: Board) -> list[str]:
-    """The task's semantic-fidelity table (Markdown lines), nothing when no model of it has semantic metrics."""
+def semantic_sections(board: Board) -> list[Block]:
+    """The task's semantic-fidelity table, nothing when no model of it has semantic metrics."""
     rows = semantic_rows(board)
     if not rows:
         return []
-    lines = ["", NOTE, "", "| " + " | ".join(HEAD) + " |", "|" + "|".join(["---"] + ["---:"] * 5 + ["---"]) + "|"]
-    for row in rows:
-        lines.append("| " + " | ".join([f"**{md_text(row[0])}**", *(md_text(c) for c in row[1:])]) + " |")
-    return lines
+
+    def key(cell: str) -> object:
+        head = cell.split(" ", 1)[0].rstrip(",")
+        return None if cell == DASH else float(head) if head.replace(".", "", 1).lstrip("-").isdigit() else cell
+
+    body = tuple((name_cell(row[0]), *(Cell(c, key(c)) for c in row[1:])) for row in rows)
+    return [para(marked(NOTE)), Table(tuple(HEAD), body, align="l" + "r" * 5 + "l")]

@@ -1,4 +1,4 @@
-"""LEADERBOARD.md's serving tables of a task: what served models report (run.json `serving` and `composite`).
+"""A task page's serving tables (page-model blocks): what served models report (run.json `serving` and `composite`).
 
 Per served model: requests (ok, failed, retries), first-token (TTFT) and end-to-end latency P50/P95, aggregate
 output tokens/s and the per-request P50 (scoring/latency.py), and the composite score with each component, its
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from longctx_eval.leaderboard.markdown_escape import md_text
+from longctx_eval.leaderboard.page_model import Block, Cell, Table, marked, name_cell, para
 from longctx_eval.results import CompositeScore, LatencyStats, TaskResult
 from longctx_eval.scoring.labels import DASH
 
@@ -106,20 +106,27 @@ SERVING_HEAD = [
 COMPOSITE_HEAD = ["model", "composite", "throughput", "latency", "recall", "fidelity", "weights (t / l / r / f)"]
 
 
-def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> list[str]:
-    lines = ["| " + " | ".join(head) + " |", "|" + "|".join(["---"] + ["---:"] * (len(head) - 1)) + "|"]
-    for row in rows:
-        lines.append("| " + " | ".join([f"**{md_text(row[0])}**", *(md_text(c) for c in row[1:])]) + " |")
-    return lines
+def _table(head: Sequence[str], rows: Sequence[Sequence[str]]) -> Table:
+    body = tuple((name_cell(row[0]), *(Cell(c, _key(c)) for c in row[1:])) for row in rows)
+    return Table(tuple(head), body)
 
 
-def serving_sections(board: Board) -> list[str]:
-    """The task's serving table and composite table (Markdown), nothing when no model of it was served."""
-    lines: list[str] = []
+def _key(cell: str) -> object:
+    """The number a serving cell starts with ('1,234.5', '0.12 / 0.30'), else the text; None for a dash."""
+    head = cell.split(" ", 1)[0].replace(",", "")
+    try:
+        return float(head)
+    except ValueError:
+        return None if cell == DASH else cell
+
+
+def serving_sections(board: Board) -> list[Block]:
+    """The task's serving table and composite table, nothing when no model of it was served."""
+    blocks: list[Block] = []
     served = serving_rows(board)
     if served:
-        lines += ["", SERVING_NOTE, "", *_table(SERVING_HEAD, served)]
+        blocks += [para(marked(SERVING_NOTE)), _table(SERVING_HEAD, served)]
     composite = composite_rows(board)
     if composite:
-        lines += ["", COMPOSITE_NOTE, "", *_table(COMPOSITE_HEAD, composite)]
-    return lines
+        blocks += [para(marked(COMPOSITE_NOTE)), _table(COMPOSITE_HEAD, composite)]
+    return blocks

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
-from longctx_eval.leaderboard.markdown_escape import md_text
+from longctx_eval.leaderboard.page_model import Block, Para, as_value, with_values
 from longctx_eval.metrics.bootstrap import interval_gap
 from longctx_eval.metrics.cluster_stats import DEFAULT_NOUN, count_text
 from longctx_eval.results import RunResult
@@ -125,12 +125,17 @@ def leader_test(
     )
 
 
-def leader_lines(
+def leader_blocks(
     board: str, ranked: Sequence[RunResult], metric: str, samples: Samples | None, lengths: Sequence[int] = ()
-) -> list[str]:
-    """Markdown lines for LEADERBOARD.md: a blank line and the sentence (nothing with fewer than two models)."""
+) -> list[Block]:
+    """The test's sentence as a paragraph, model names as values (nothing with fewer than two ranked models)."""
     found = leader_test(board, ranked, metric, samples, lengths)
-    return [] if found is None else ["", found.sentence(md_text)]
+    return [] if found is None else [sentence_para(found)]
+
+
+def sentence_para(found: LeaderTest) -> Para:
+    """`found.sentence()` as spans: the model names (the only values in it) apart from the board's own words."""
+    return Para(with_values(found.sentence(as_value)), "leader")
 
 
 def _noun(entry: RunResult, board: str) -> str:

@@ -2,14 +2,13 @@
 
 Pages are flat in DIR (index.html, task-*.html, model-*.html) beside plots/ and runs/, and link each other
 with relative links only, so a file:// copy and any static host show the same site; nothing is fetched from
-the network. Cells, sort order and notes come from the Markdown renderer's data model
-(`leaderboard_render`); this module only lays them out as HTML and escapes every text it shows.
+the network. The index and task pages are the board's page records (`leaderboard/pages.py`), laid out by
+`site_html.py`; this module writes the files and adds the site's own pages (models, comparisons).
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 import shutil
 from collections.abc import Mapping, Sequence
@@ -18,35 +17,16 @@ from html import escape
 from pathlib import Path
 
 from longctx_eval.atomic_io import atomic_write_bytes, atomic_write_text
-from longctx_eval.leaderboard.breakdowns import DEFAULT_MIN_N, contrast_section, effective_note, slice_sections
-from longctx_eval.leaderboard.details import detail_section
-from longctx_eval.leaderboard.grid import (
-    cell,
-    expected_samples,
-    primary_metric,
-    ranking,
-    ranking_rule,
-    task_names,
-    task_of,
-)
-from longctx_eval.leaderboard.length_args import length_args_section, length_args_text
-from longctx_eval.leaderboard.markdown import (
-    MERGE_RULE,
-    BoardRow,
-    board_of,
-    board_view,
-    cell_legend,
-    context_window_text,
-    failed_cell,
-    format_params,
-    format_state,
-)
-from longctx_eval.leaderboard.markdown_escape import md_html, md_plain
+from longctx_eval.leaderboard.board_table import failed_cell, format_state
+from longctx_eval.leaderboard.breakdowns import DEFAULT_MIN_N
+from longctx_eval.leaderboard.grid import cell, expected_samples, primary_metric, task_names, task_of
+from longctx_eval.leaderboard.length_args import length_args_text
 from longctx_eval.leaderboard.merge import MergeNote
-from longctx_eval.leaderboard.noise import FLOOR_LEGEND
-from longctx_eval.leaderboard.semantic import semantic_sections
-from longctx_eval.leaderboard.serving import serving_sections
-from longctx_eval.leaderboard.significance import leader_test
+from longctx_eval.leaderboard.model_facts import context_window_text, format_params
+from longctx_eval.leaderboard.pages import BoardInput, board_pages, skipped_blocks
+from longctx_eval.leaderboard.site_html import INDEX, Links, blocks_html, page, page_html
+from longctx_eval.leaderboard.site_html import HtmlCell as Cell
+from longctx_eval.leaderboard.site_html import _table as _table
 from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL
 from longctx_eval.metrics.cluster_stats import count_text
 from longctx_eval.results import Coverage, LatencyStats, RunResult, TaskResult, strata_coverage, task_failed
@@ -57,7 +37,6 @@ from longctx_eval.scoring.paired_tests import TESTS
 
 ASSETS = ("site.css", "site.js")
 """The site's static files, shipped beside this module as site.css / site.js."""
-INDEX = "index.html"
 
 
 @dataclass(frozen=True)
@@ -104,25 +83,17 @@ def write_site(site: SiteInput, out: Path) -> list[Path]:
     links = Links(task_pages, model_pages, plot_links, run_links, compare_pages)
     for (a, b), boards in pairs.items():
         written.append(_text(out / compare_pages[(a, b)], compare_page(a, b, boards, links)))
-    written.append(_text(out / INDEX, index_page(site, links)))
-    for task in tasks:
-        notes = [n for n in site.notes if n.task is not None and board_of(n, tasks) == task]
-        written.append(_text(out / task_pages[task], task_page(task, site, links, notes)))
+    shown = BoardInput(
+        site.entries, site.updated, plot_links, run_links, site.notes, site.unread, site.min_n, site.samples
+    )
+    board = board_pages(shown)
+    written.append(_text(out / INDEX, page_html(board.index, links, _comparison_list(links, None))))
+    for task, task_page in board.tasks.items():
+        written.append(_text(out / task_pages[task], page_html(task_page, links)))
     for entry in site.entries:
         written.append(_text(out / model_pages[entry.model.name], model_page(entry, site, links)))
     _remove_stale(out, set(written))
     return written
-
-
-@dataclass(frozen=True)
-class Links:
-    """Relative file names of every page, plot and run copy, keyed by what they show."""
-
-    tasks: Mapping[str, str]
-    models: Mapping[str, str]
-    plots: Mapping[str, Sequence[str]]
-    runs: Mapping[str, str]
-    compare: Mapping[tuple[str, str], str] = field(default_factory=dict)
 
 
 def unique_pages(prefix: str, names: Sequence[str]) -> dict[str, str]:
@@ -137,143 +108,6 @@ def unique_pages(prefix: str, names: Sequence[str]) -> dict[str, str]:
         used.add(candidate)
         pages[name] = f"{prefix}-{candidate}.html"
     return pages
-
-
-def inline(text: str) -> str:
-    """A line of the Markdown renderer's text (legends, rules, breakdown blocks: values escaped by `md_text`) as
-    HTML: text escaped, `code` and **bold** spans rendered."""
-    return md_html(text)
-
-
-def page(title: str, body: str) -> str:
-    """A whole HTML page: the shared stylesheet and script, the site's navigation, `body` as its main part."""
-    return (
-        '<!DOCTYPE html>\n<html lang="en">\n<head>\n<meta charset="utf-8">\n'
-        '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-        f"<title>{escape(title)}</title>\n"
-        '<link rel="icon" href="data:,">\n<link rel="stylesheet" href="site.css">\n</head>\n<body>\n'
-        f'<header><nav><a href="{INDEX}">longctx-eval leaderboard</a></nav></header>\n'
-        f"<main>\n{body}\n</main>\n"
-        "<footer>Generated by <code>longctx-eval leaderboard --site</code>; static files, no server.</footer>\n"
-        '<script src="site.js"></script>\n</body>\n</html>\n'
-    )
-
-
-def index_page(site: SiteInput, links: Links) -> str:
-    """index.html: the legend, one row per task (linking its page), the models, what was not shown or read."""
-    tasks = task_names(site.entries)
-    parts = [
-        "<h1>longctx-eval leaderboard</h1>",
-        f"<p>Updated {escape(site.updated)} · {len(site.entries)} model(s) · {len(tasks)} task(s).</p>",
-        f'<p class="legend">{inline(cell_legend(site.min_n))}</p>',
-        f'<p class="legend">{inline(FLOOR_LEGEND)}</p>',
-        f'<p class="legend">{inline(MERGE_RULE)}</p>',
-        "<h2>Tasks</h2>",
-    ]
-    rows = []
-    for task in tasks:
-        metric = primary_metric(task, site.entries)
-        models = ranking(task, site.entries, metric, site.min_n).ranked if metric else []
-        best = models[0].model.name if models else DASH
-        ran = sum(task_of(e, task) is not None for e in site.entries)
-        rows.append(
-            [
-                (f'<a href="{links.tasks[task]}">{escape(task)}</a>', task),
-                (f"<code>{escape(metric)}</code>" if metric else "every request failed", metric or ""),
-                (str(ran), ran),
-                (_model_link(best, links) if models else DASH, best),
-            ]
-        )
-    parts.append(_table(["task", "primary metric", "models", "ranked first (none: no ranking)"], rows, "tasks"))
-    parts += ["<h2>Models</h2>", _models_table(site.entries, links)]
-    parts += _comparison_list(links, None)
-    unplaced = [n for n in site.notes if n.task is None or board_of(n, tasks) is None]
-    if unplaced:
-        parts.append("<h2>Not shown</h2>")
-        parts.append(
-            _table(
-                ["model", "task", "run", "why"],
-                [[_txt(n.model), _txt(n.task or DASH), _txt(n.run), _txt(n.reason)] for n in unplaced],
-                "notes",
-            )
-        )
-    if site.unread:
-        parts.append("<h2>Not read</h2>")
-        parts.append(_table(["input", "why"], [[_txt(p), _txt(w)] for p, w in site.unread], "unread"))
-    parts += ["<h2>Skipped</h2>", _skipped_table(site.entries, links)]
-    return page("longctx-eval leaderboard", "\n".join(parts))
-
-
-def task_page(task: str, site: SiteInput, links: Links, notes: Sequence[MergeNote]) -> str:
-    """task-*.html: the sortable model x length table, failures, breakdowns, warnings, notes and plots."""
-    entries = site.entries
-    metric = primary_metric(task, entries)
-    parts = [f"<h1>{escape(task)}</h1>"]
-    if metric is None:
-        failed = [(e.model.name, t) for e in entries if (t := task_of(e, task)) is not None and task_failed(t)]
-        parts.append("<p>Every request failed; nothing was scored.</p>" if failed else "<p>No results reported.</p>")
-        rows = [[(_model_link(m, links), m), _txt(failed_cell(t))] for m, t in sorted(failed)]
-        parts.append(_table(["model", "state"], rows, "board"))
-        parts += _failures(failed)
-    else:
-        parts += _board_parts(task, entries, metric, links, site.min_n)
-        rk = ranking(task, entries, metric, site.min_n)
-        lead = leader_test(task, rk.ranked, metric, site.samples, [] if rk.pooled else rk.lengths)
-        parts += [f'<p class="leader">{escape(lead.sentence())}</p>'] if lead is not None else []
-    parts += _warnings(task, entries)
-    if notes:
-        title = {"not_shown": "Not shown", "replaced": "Replaced", "other_model": "Not shown"}
-        items = "".join(
-            f"<li>{title[n.kind]}: {escape(n.model)} {escape(n.run)}: {escape(n.reason)}.</li>" for n in notes
-        )
-        parts.append(f'<ul class="notes">{items}</ul>')
-    for src in links.plots.get(task, []):
-        kind = _plot_kind(src)
-        parts.append(
-            f'<figure><img src="{escape(src)}" alt="{escape(task)} {escape(kind)}">'
-            f"<figcaption>{escape(kind)}</figcaption></figure>"
-        )
-    return page(f"{task} · longctx-eval", "\n".join(parts))
-
-
-def _board_parts(task: str, entries: Sequence[RunResult], metric: str, links: Links, min_n: int) -> list[str]:
-    view = board_view(task, entries, metric, min_n)
-    head = view.head
-
-    def rows(board_rows: Sequence[BoardRow]) -> list[list[Cell]]:
-        out: list[list[Cell]] = []
-        for r in board_rows:
-            first: Cell = (f"<em>{escape(r.name)}</em>", None) if r.foot else (_model_link(r.name, links), r.name)
-            out.append([first, *((escape(c.text), c.key, c.mark) for c in r.cells)])
-        return out
-
-    parts = [
-        f"<p>Primary metric: <code>{escape(metric)}</code>{' ' * bool(view.version_text)}{escape(view.version_text)}. "
-        f"{inline(ranking_rule(task, entries, metric, min_n))} Click a column title to sort by it (again to "
-        "reverse); low-n cells are never sorted on.</p>",
-    ]
-    if view.ranked:
-        parts.append(_table(head, rows(view.ranked), "board", rows(view.foot)))
-    if view.unranked:
-        why = "; ".join(f"<strong>{escape(r.name)}</strong>: {escape(r.why)}" for r in view.unranked)
-        parts.append(f"<p>Not ranked (listed, not compared): {why}.</p>")
-        foot = [] if view.ranked else rows(view.foot)
-        parts.append(_table(head, rows(view.unranked), "board unranked" if view.ranked else "board", foot))
-    board = [(r.name, r.result) for r in [*view.ranked, *view.unranked] if r.result is not None]
-    counts = [
-        f"{escape(n)} {t.over_length} over-length, {t.errors} failed of {t.n_samples}"
-        for n, t in board
-        if t.over_length or t.errors
-    ]
-    if counts:
-        parts.append("<p>Over-length and failed samples: " + "; ".join(counts) + ".</p>")
-    parts += _failures(board)
-    blocks = length_args_section(board) + effective_note(board, metric, view.kinds, min_n)
-    blocks += slice_sections(board, metric, min_n)
-    blocks += contrast_section(board, min_n) + serving_sections(board) + semantic_sections(board)
-    blocks += detail_section(board, min_n)
-    parts += _markdown_blocks(blocks)
-    return parts
 
 
 def model_page(entry: RunResult, site: SiteInput, links: Links) -> str:
@@ -311,7 +145,7 @@ def model_page(entry: RunResult, site: SiteInput, links: Links) -> str:
     parts += ["<h2>Coverage</h2>", _coverage_table(tasks, entry, site, links), "<h2>Tasks</h2>"]
     for result in tasks:
         parts += _task_details(result, entry, site, links)
-    parts += ["<h2>Skipped</h2>", _skipped_table([entry], links)]
+    parts += ["<h2>Skipped</h2>", *blocks_html(skipped_blocks([entry]), links, 3)]
     parts += _comparison_list(links, m.name)
     return page(f"{m.name} · longctx-eval", "\n".join(parts))
 
@@ -530,7 +364,7 @@ def _serving(result: TaskResult) -> list[str]:
         if stats is not None:
             rows.append(
                 [
-                    _txt(label),
+                    (escape(label), label),
                     (str(stats.n), stats.n),
                     *((f"{v:.4g}", v) for v in (stats.mean, stats.p50, stats.p95, stats.p99)),
                 ]
@@ -556,37 +390,6 @@ def _serving(result: TaskResult) -> list[str]:
     return [f"<p>{escape(text)}</p>", _table(head, rows, "serving") if rows else ""]
 
 
-def _models_table(entries: Sequence[RunResult], links: Links) -> str:
-    rows = []
-    for e in sorted(entries, key=lambda e: e.model.name):
-        m = e.model
-        rows.append(
-            [
-                (_model_link(m.name, links), m.name),
-                (f"<code>{escape(m.spec)}</code>", m.spec),
-                _txt(m.kind),
-                (escape(format_params(m.params)), m.params),
-                _txt(m.tokenizer),
-                (escape(context_window_text(m)), m.context_window),
-                (str(len(e.tasks)), len(e.tasks)),
-                _txt(e.started),
-            ]
-        )
-    head = ["model", "spec", "kind", "params", "tokenizer", "context window", "tasks", "started"]
-    return _table(head, rows, "models")
-
-
-def _skipped_table(entries: Sequence[RunResult], links: Links) -> str:
-    rows = [
-        [(_model_link(e.model.name, links), e.model.name), _txt(s.task), _txt(s.kind or DASH), _txt(s.reason)]
-        for e in sorted(entries, key=lambda e: e.model.name)
-        for s in sorted(e.skipped, key=lambda s: s.task)
-    ]
-    if not rows:
-        return "<p>No task was skipped.</p>"
-    return _table(["model", "task", "kind", "reason"], rows, "skipped")
-
-
 def _failures(board: Sequence[tuple[str, TaskResult]]) -> list[str]:
     items = [
         f"<li>{escape(name)}: " + "; ".join(f"{escape(reason)} ({n})" for reason, n in t.failures.items()) + "</li>"
@@ -598,102 +401,9 @@ def _failures(board: Sequence[tuple[str, TaskResult]]) -> list[str]:
     return ['<p>Why requests failed (not scored; a rerun retries them):</p><ul class="failures">', *items, "</ul>"]
 
 
-def _warnings(task: str, entries: Sequence[RunResult]) -> list[str]:
-    found = [
-        f"<li>{escape(e.model.name)}: {escape(w)}</li>"
-        for e in sorted(entries, key=lambda e: e.model.name)
-        if (t := task_of(e, task)) is not None
-        for w in t.warnings
-    ]
-    return ["<p>Warnings:</p>", '<ul class="warnings">', *found, "</ul>"] if found else []
-
-
-Cell = tuple[str, object] | tuple[str, object, str]
-"""A table cell: (HTML, sort key[, state mark]); a sort key None sorts last in either direction."""
-
-
-def _txt(text: str) -> tuple[str, object]:
-    return escape(text), text
-
-
 def _model_link(name: str, links: Links) -> str:
     page_name = links.models.get(name)
     return f'<a href="{page_name}">{escape(name)}</a>' if page_name else escape(name)
-
-
-def _sort_attr(key: object) -> str:
-    if key is None or (isinstance(key, float) and not math.isfinite(key)):
-        return ""
-    if isinstance(key, bool):
-        key = int(key)
-    if isinstance(key, (int, float)):
-        return f' data-sort="{key!r}" data-type="number"'
-    return f' data-sort="{escape(str(key), quote=True)}"'
-
-
-def _table(head: Sequence[str], rows: Sequence[Sequence[Cell]], kind: str, foot: Sequence[Sequence[Cell]] = ()) -> str:
-    """A sortable table: every column title is a button; cells carry their sort key and state mark; `foot` rows
-    (noise floor, resolvable difference) stay under the body whatever the sort."""
-    titles = "".join(f'<th scope="col"><button type="button">{escape(h)}</button></th>' for h in head)
-
-    def tr(row: Sequence[Cell]) -> str:
-        cells = []
-        for c in row:
-            html, key = c[0], c[1]
-            mark = c[2] if len(c) > 2 else ""
-            cls = f' class="{mark.replace("_", "-")}"' if mark else ""
-            cells.append(f"<td{cls}{_sort_attr(key)}>{html}</td>")
-        return "<tr>" + "".join(cells) + "</tr>"
-
-    tail = f"<tfoot>\n{chr(10).join(tr(r) for r in foot)}\n</tfoot>" if foot else ""
-    return (
-        f'<table class="sortable {kind}"><thead><tr>{titles}</tr></thead>\n<tbody>\n'
-        + "\n".join(tr(r) for r in rows)
-        + f"\n</tbody>{tail}</table>"
-    )
-
-
-_NUMBER = re.compile(r"^-?\d[\d,]*(?:\.\d+)?")
-
-
-def _markdown_blocks(lines: Sequence[str]) -> list[str]:
-    """The renderer's Markdown breakdown blocks (a sentence, then a pipe table) as HTML paragraphs and tables."""
-    parts: list[str] = []
-    table: list[list[str]] = []
-
-    def flush() -> None:
-        if table:
-            head, rows = table[0], table[2:]
-            cells = [[_md_cell(c) for c in row] for row in rows]
-            parts.append(_table([md_plain(h) for h in head], cells, "breakdown"))
-            table.clear()
-
-    for line in lines:
-        if line.startswith("|"):
-            table.append(_split_row(line))
-            continue
-        flush()
-        if line.strip():
-            parts.append(f"<p>{inline(line)}</p>")
-    flush()
-    return parts
-
-
-def _split_row(line: str) -> list[str]:
-    """A Markdown table row's cells, still Markdown (an escaped pipe, `\\|`, stays inside its cell)."""
-    return [c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]]
-
-
-def _md_cell(text: str) -> tuple[str, object]:
-    plain = md_plain(text)
-    number = _NUMBER.match(plain)
-    key: object = float(number.group().replace(",", "")) if number else (None if plain == DASH else plain)
-    return inline(text), key
-
-
-def _plot_kind(src: str) -> str:
-    name = src.rsplit("/", 1)[-1].removesuffix(".png")
-    return name.split(".", 1)[1].replace("-", " ").replace("_", " ") if "." in name else "heatmap"
 
 
 def _write(path: Path, data: bytes) -> Path:

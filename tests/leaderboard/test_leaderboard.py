@@ -493,7 +493,7 @@ def test_over_window_not_evaluated_and_partial_cells(tmp_path: Path) -> None:
     assert row[4] == "n/a (over window)"
     assert row[5].startswith("0.75 ") and row[5].endswith("n=7/10 |")  # 16K and 4K are not pooled
     assert "m 5 over-length, 0 failed of 20" in alpha  # the run's over-length count is still shown
-    assert "Warnings: m: scorer never produced the primary metric 'score'." in alpha
+    assert "Warnings:\n\n- m: scorer never produced the primary metric 'score'." in alpha
 
 
 def test_a_limited_cell_is_not_partial_when_the_limit_was_run_whole(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from longctx_eval.cli import main
-from longctx_eval.leaderboard.markdown import context_window_text
+from longctx_eval.leaderboard.model_facts import context_window_text
 from longctx_eval.models.attention_layout import attention_layout, layout_defaulted, source_defaulted
 from longctx_eval.models.loader import load_model
 from longctx_eval.models.spec import parse_spec
