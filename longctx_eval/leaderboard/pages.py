@@ -116,8 +116,8 @@ def index_page(board: BoardInput) -> Page:
         rows = tuple((Cell(n.model, n.model), Cell(n.task or DASH), Cell(n.run), Cell(n.reason)) for n in rest)
         blocks.append(Section("Not shown", (Table(("model", "task", "run", "why"), rows, "notes", align="llll"),)))
     if board.unread:
-        rows = tuple((Cell(p, p), Cell(w)) for p, w in board.unread)
-        blocks.append(Section("Not read", (Table(("input", "why"), rows, "unread", align="ll"),)))
+        unread = tuple((Cell(p, p), Cell(w)) for p, w in board.unread)
+        blocks.append(Section("Not read", (Table(("input", "why"), unread, "unread", align="ll"),)))
     blocks.append(Section("Skipped", skipped_blocks(entries)))
     blocks.append(definitions(board.min_n))
     return Page("longctx-eval leaderboard", tuple(blocks))
@@ -267,7 +267,7 @@ def task_page(task: str, board: BoardInput, notes: Sequence[MergeNote] = ()) -> 
     blocks = [sentence_para(test)] if test is not None else []
     rule = ranking_rule(task, entries, metric, min_n, as_value)
     blocks.append(
-        para("Primary metric: ", text(metric, "code"), ".", *([" ", with_values(rule, "code")] if rule else []))
+        para("Primary metric: ", text(metric, "code"), ".", *((" ", with_values(rule, "code")) if rule else ()))
     )
     if view.ranked:
         blocks.append(board_table(view.head, view.ranked, view.foot))
