@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from longctx_eval.leaderboard.page_model import Block, Cell, Table, marked, name_cell, para
 from longctx_eval.metrics.bertscore import BERTSCORE_FIELDS
 from longctx_eval.metrics.bootstrap import has_interval
+from longctx_eval.metrics.cluster_stats import DEFAULT_NOUN, count_text
 from longctx_eval.metrics.embedding_similarity import EMBEDDING_FIELD
 from longctx_eval.results import MetricResult, SemanticSection, TaskResult
 from longctx_eval.scoring.labels import DASH
@@ -35,12 +36,12 @@ def _pooled(result: TaskResult, metric: str) -> MetricResult | None:
     return next((r for r in result.results if r.metric == metric and r.length is None and r.depth is None), None)
 
 
-def _cell(row: MetricResult | None, count: bool = False) -> str:
-    """'0.912 [0.897, 0.925]' (with `count`: ' n=60 over 12 clusters'), or the value alone with 'no interval'
-    where too few samples or clusters stand behind it."""
+def _cell(row: MetricResult | None, count: bool = False, noun: str = DEFAULT_NOUN) -> str:
+    """'0.912 [0.897, 0.925]' (with `count`: ' n=60 over 12 haystacks', the task's `noun`), or the value alone with
+    'no interval' where too few samples or clusters stand behind it."""
     if row is None:
         return DASH
-    over = f" over {row.clusters} clusters" if row.clusters is not None and row.clusters < row.n else ""
+    over = f" over {count_text(row.clusters, noun)}" if row.clusters is not None and row.clusters < row.n else ""
     n = f" n={row.n}{over}" if count else ""
     if not has_interval(row.n, row.clusters):
         return f"{row.value:.3f}{n}, no interval"
@@ -84,7 +85,8 @@ def semantic_rows(board: Board) -> list[list[str]]:
         if section is None:
             continue
         f1, p, r = (_pooled(result, f) for f in (BERTSCORE_FIELDS[2], *BERTSCORE_FIELDS[:2]))
-        cells = [_cell(f1, count=True), _cell(p), _cell(r), _cell(_pooled(result, EMBEDDING_FIELD))]
+        noun = result.cluster_noun or DEFAULT_NOUN
+        cells = [_cell(f1, True, noun), _cell(p), _cell(r), _cell(_pooled(result, EMBEDDING_FIELD))]
         rows.append([name, *cells, drift_text(section), setup_text(section)])
     return rows
 
