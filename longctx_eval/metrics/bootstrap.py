@@ -44,6 +44,18 @@ def no_interval_text(n: int, clusters: int | None = None, noun: str = DEFAULT_NO
     return f"n={n} over {count_text(clusters, noun)}, no interval ({interval_gap(n, clusters, noun)})"
 
 
+def unanimous_bounds(value: float, units: int, level: float = 0.95) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) interval of a 0/1 rate observed as all 0 or all 1 over `units` independent units
+    (its clusters): the percentile bootstrap of such values has no width and would show the rate as certain."""
+    edge = ((1.0 - level) / 2.0) ** (1.0 / units)
+    return (edge, 1.0) if value >= 0.5 else (0.0, 1.0 - edge)
+
+
+def unanimous_binary(column: np.ndarray) -> bool:
+    """Whether every value is 0 or every value is 1 (a rate the percentile bootstrap cannot give a width)."""
+    return column.size > 0 and bool(np.all(column == column[0])) and float(column[0]) in (0.0, 1.0)
+
+
 def resample_counts(codes: np.ndarray, rng: np.random.Generator, n_resamples: int) -> np.ndarray:
     """(n_resamples x n) counts of each sample in two-stage resamples: the G clusters drawn with replacement,
     then each drawn cluster's m samples drawn with replacement among its own (vectorised: one draw per slot)."""
@@ -110,9 +122,12 @@ def bootstrap_ci(
     n = arr.shape[0]
     if n == 0:
         return (0.0, 0.0)
-    if n == 1 or (clusters is not None and len(set(map(str, clusters))) == 1):
+    units = n if clusters is None else len(set(map(str, clusters)))
+    if n == 1 or units == 1:
         v = float(reduce(arr))
         return (v, v)
+    if getattr(reduce, "__name__", "") == "column_mean" and unanimous_binary(arr[:, 0]):
+        return unanimous_bounds(float(arr[0, 0]), units, level)
     stats = replicates(arr, reduce, np.random.default_rng(seed), n_resamples, clusters)
     alpha = (1.0 - level) / 2.0
     lo, hi = np.quantile(stats, [alpha, 1.0 - alpha])

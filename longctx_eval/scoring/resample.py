@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from longctx_eval.metrics.bootstrap import BLOCK, N_RESAMPLES, resample_counts
+from longctx_eval.metrics.bootstrap import BLOCK, N_RESAMPLES, resample_counts, unanimous_binary, unanimous_bounds
 from longctx_eval.metrics.cluster_stats import cluster_codes
 
 
@@ -25,7 +25,8 @@ def column_means_ci(
 
     One resample is a row of counts; column sums are then a matrix product, so 100 columns cost about as much
     as one. Columns no sample carries get NaN; a column whose carrying rows all lie in one cluster gets its
-    mean as both bounds (no interval: `has_interval`).
+    mean as both bounds (no interval: `has_interval`); a column of all 0 or all 1 gets the exact bound over its
+    clusters (`metrics.bootstrap.unanimous_bounds`), where the bootstrap has no width.
     """
     arr = np.asarray(values, dtype=np.float64)
     carried = np.isfinite(arr)
@@ -63,4 +64,9 @@ def column_means_ci(
     if some.any():
         q = np.nanquantile(stats[:, some], [alpha, 1.0 - alpha], axis=0)
         lo[some], hi[some] = q[0], q[1]
+    for j in np.flatnonzero(some):  # all 0 or all 1: the exact bound over its independent units, not [x, x]
+        column = arr[carried[:, j], j]
+        if unanimous_binary(column):
+            units = int(n_col[j]) if codes is None else int(np.unique(codes[carried[:, j]]).size)
+            lo[j], hi[j] = unanimous_bounds(float(column[0]), units, level)
     return means, n_col, lo, hi

@@ -191,3 +191,27 @@ def test_sign_flip_of_cluster_sums_is_the_exact_test_of_few_clusters() -> None:
     test, p = paired_test(a, b, clusters=[f"h{i // 5}" for i in range(20)])
     assert test == CLUSTER_SIGN_FLIP and p == pytest.approx(2 / 16) == sign_flip(np.full(4, 5.0))
     assert paired_test(a, b)[1] < 1e-5  # as 20 independent pairs it would look certain
+
+
+def test_a_rate_of_all_ones_or_zeros_gets_the_exact_bound_over_its_clusters_not_a_point():
+    """100 of 100 right is not certainty: the percentile bootstrap gives [1, 1]; the exact (Clopper-Pearson) bound
+    over the independent units takes its place, the clusters when samples share them."""
+    from longctx_eval.metrics.aggregate import column_mean
+    from longctx_eval.metrics.bootstrap import bootstrap_ci
+    from longctx_eval.scoring.resample import column_means_ci
+
+    ones, clusters = np.ones(100), [f"h{i % 20}" for i in range(100)]
+    assert bootstrap_ci(ones, column_mean) == pytest.approx((0.025 ** (1 / 100), 1.0))  # 0.9638
+    assert bootstrap_ci(ones, column_mean, clusters=clusters) == pytest.approx((0.025 ** (1 / 20), 1.0))  # 0.8316
+    assert bootstrap_ci(np.zeros(30), column_mean) == pytest.approx((0.0, 1 - 0.025 ** (1 / 30)))
+    # Clopper-Pearson at x = n: scipy's beta quantile gives the same lower bound
+    from scipy.stats import beta
+
+    assert float(beta.ppf(0.025, 20, 1)) == pytest.approx(0.025 ** (1 / 20))
+    table = np.c_[ones, np.zeros(100), np.r_[np.ones(99), 0.0]]
+    _, _, lo, hi = column_means_ci(table, clusters=clusters)
+    assert (lo[0], hi[0]) == pytest.approx((0.025 ** (1 / 20), 1.0))
+    assert (lo[1], hi[1]) == pytest.approx((0.0, 1 - 0.025 ** (1 / 20)))
+    assert hi[2] == 1.0 and lo[2] < 0.99  # not unanimous: the bootstrap's own interval
+    # one cluster: still no interval (the value twice), as before
+    assert bootstrap_ci(ones, column_mean, clusters=["h"] * 100) == (1.0, 1.0)
