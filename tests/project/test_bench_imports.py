@@ -3,19 +3,10 @@
 from __future__ import annotations
 
 import ast
-import importlib.util
-import sys
+
+from import_graph_tool import import_graph as _graph  # tests/ is on sys.path
 
 from tests.conftest import REPO
-
-
-def _graph():
-    spec = importlib.util.spec_from_file_location("import_graph", REPO / "tools" / "import_graph.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["import_graph"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def test_benchmarks_import_in_no_circle() -> None:

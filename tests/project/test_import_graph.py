@@ -2,20 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 
+from import_graph_tool import import_graph as _graph  # tests/ is on sys.path
+
 REPO = Path(__file__).resolve().parents[2]
-
-
-def _graph():
-    spec = importlib.util.spec_from_file_location("import_graph", REPO / "tools" / "import_graph.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["import_graph"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _tree(root: Path, files: dict[str, str]) -> None:

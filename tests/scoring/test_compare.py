@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from compare_cli import compare_cli as _compare  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.scoring.paired_scores import REFUSED_CONTEXT, REFUSED_DESIGN
@@ -61,14 +62,6 @@ def _clusters(run: Path, task: str) -> dict[str, str]:
     """Each scored sample's cluster as its scores file records it (metadata `cluster`: its document)."""
     recs = map(json.loads, (run / "scores" / f"{task}.jsonl").read_text().splitlines())
     return {r["id"]: r["metadata"]["cluster"] for r in recs}
-
-
-def _compare(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main(["compare", *args])
-    got = capsys.readouterr()
-    assert "Traceback" not in got.err
-    return rc, got.out, got.err.strip()
 
 
 def test_compare_real_runs_text_and_json(runs: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

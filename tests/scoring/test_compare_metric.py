@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from compare_cli import compare_cli as _compare  # tests/ is on sys.path
 
 from longctx_eval.cli import main
 from longctx_eval.scoring.paired_scores import paired_differences, read_sample_scores
@@ -32,14 +33,6 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _records(run: Path) -> dict[str, dict]:
     recs = map(json.loads, (run / "scores" / "retrieval.jsonl").read_text().splitlines())
     return {r["id"]: r for r in recs if r["status"] == "ok"}
-
-
-def _compare(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main(["compare", *args])
-    got = capsys.readouterr()
-    assert "Traceback" not in got.err
-    return rc, got.out, got.err.strip()
 
 
 @pytest.mark.parametrize("metric", ["mrr", "ndcg@10", "recall@5", None])

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from compare_cli import compare_cli as _compare  # tests/ is on sys.path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -44,14 +45,6 @@ def _copy(run: Path, dest: Path, rel: Path, edit: Any) -> Path:
     shutil.copytree(run, dest)
     (dest / rel).write_bytes(edit((run / rel).read_bytes()))
     return dest
-
-
-def _compare(capsys: pytest.CaptureFixture[str], *args: str) -> tuple[int, str, str]:
-    capsys.readouterr()
-    rc = main(["compare", *args])
-    got = capsys.readouterr()
-    assert "Traceback" not in got.err
-    return rc, got.out, got.err.strip()
 
 
 def _replace_first(old: bytes, new: bytes) -> Any:
