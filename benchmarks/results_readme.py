@@ -27,6 +27,7 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
         lines += vllm_grid_lines(out)
         if "prefix_order" in parts:
             lines += _prefix_order_lines(parts["prefix_order"])
+        lines += _gemma3_lines(parts)
         if "samples" in parts.get("build", {}):
             lines += ["## Building samples\n", *report.speed_lines(parts["build"]["samples"])]
         return "\n".join(lines)
@@ -50,6 +51,7 @@ def markdown(meta: dict[str, Any], parts: dict[str, dict[str, Any]]) -> str:
     lines += vllm_grid_lines(out)
     if "prefix_order" in parts:
         lines += _prefix_order_lines(parts["prefix_order"])
+    lines += _gemma3_lines(parts)
     return "\n".join(lines)
 
 
@@ -291,6 +293,30 @@ def _prefix_order_lines(result: dict[str, Any]) -> list[str]:
         "the depth order it replaced.\n",
         table(result),
     ]
+
+
+def _gemma3_lines(parts: dict[str, dict[str, Any]]) -> list[str]:
+    """The Gemma 3 270M parts (benchmarks/gemma3_prefix.py, benchmarks/gemma3_speed.py), where measured."""
+    lines: list[str] = []
+    if "gemma3_prefix" in parts:
+        from benchmarks.gemma3_prefix import table as prefix_table
+
+        r = parts["gemma3_prefix"]
+        lines += [
+            "## Gemma 3 270M: prefix reuse against its bound (`benchmarks/gemma3_prefix.py`)\n",
+            f"`hf:` needle at {r.get('length')} over 5 depths of one haystack, prefix cache on and off in turn.\n",
+            prefix_table(r),
+        ]
+    if "gemma3_speed" in parts:
+        from benchmarks.gemma3_speed import table as speed_table
+
+        lines += [
+            "## Gemma 3 270M: `hf:` against llama.cpp's server (`benchmarks/gemma3_speed.py`)\n",
+            "One needle prompt per length, each backend in turn; llama.cpp with "
+            "`--logits_all False --flash_attn True`.\n",
+            speed_table(parts["gemma3_speed"]),
+        ]
+    return lines
 
 
 def _reuse_lines(result: dict[str, Any], out: Path) -> list[str]:

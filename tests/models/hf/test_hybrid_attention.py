@@ -153,8 +153,9 @@ def _ask(doc: str, question: str, sid: str) -> Request:
 
 def test_sliding_layers_reuse_a_shared_prefix_with_the_same_text(tiny_folder):
     """Window 64, prompts of ~400 tokens: the second and third questions on one document reuse its prefix (the
-    sliding layers cut back to it); texts equal those without reuse; a prefix the held cache no longer reaches is
-    refused with its reason."""
+    sliding layers cut back to it), and so does a prompt sharing only the first half, cut back further (the layers
+    keep their past through a cut: models/hf/growing_cache.py); texts equal those without reuse. With transformers'
+    own layers (one window kept before a cut) that shorter prefix is refused with its reason."""
     from data_builders import get_source
 
     folder = tiny_folder("gemma3")
@@ -170,6 +171,11 @@ def test_sliding_layers_reuse_a_shared_prefix_with_the_same_text(tiny_folder):
     want = [off.generate([r])[0] for r in [*requests, other]]
     assert [(p.text, p.completion_tokens) for p in got] == [(p.text, p.completion_tokens) for p in want]
     cached = [p.data["cached_tokens"] for p in got]
-    assert cached[0] == 0 and cached[1] > 300 and cached[2] == cached[1] and cached[3] == 0
-    assert on.prefix_cache.stats.reused == 2
-    assert "reaches back to token" in got[3].data["prefix_cache_refused"]
+    assert cached[0] == 0 and cached[1] > 300 and cached[2] == cached[1] and 64 < cached[3] < cached[1]
+    assert on.prefix_cache.stats.reused == 3 and not any(p.data.get("prefix_cache_refused") for p in got)
+    on.prefix_cache.grow_in_place = False  # transformers' layers: a cut keeps one window before it
+    on.prefix_cache.clear()
+    plain = [on.generate([r])[0] for r in [*requests[:2], other]]
+    assert [p.text for p in plain] == [p.text for p in want[:2]] + [want[3].text]
+    assert plain[1].data["cached_tokens"] == cached[1] and plain[2].data["cached_tokens"] == 0
+    assert "reaches back to token" in plain[2].data["prefix_cache_refused"]
