@@ -35,10 +35,15 @@ PARTS = (
     "gpu_check",
     "vllm",
     "prefix_order",
+    "loglikelihood",
+    "gemma3_prefix",
+    "gemma3_speed",
 )
+OPT_IN = {"gemma3_prefix", "gemma3_speed"}
+"""Parts run only when named in --parts (Gemma 3 is opt-in: `make gemma3`; ~10-30 min each on 2 cores)."""
 
 
-CORPUS_FREE = {"gpu_check", "embedding_reuse", "vllm", "prefix_order"}
+CORPUS_FREE = {"gpu_check", "embedding_reuse", "vllm", "prefix_order", "loglikelihood", "gemma3_prefix", "gemma3_speed"}
 """Parts that need neither the benchmark document nor the GPT-2 tokenizer (`--parts gpu_check` fetches nothing)."""
 
 
@@ -56,7 +61,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--runs", type=int, default=3, help="timed runs per method (plus one untimed check run)")
     p.add_argument("--methods", default=",".join(METHODS), help="comma-separated chunking methods")
-    p.add_argument("--parts", default=",".join(PARTS), help=f"comma-separated subset of {','.join(PARTS)}")
+    p.add_argument(
+        "--parts",
+        default=",".join(p for p in PARTS if p not in OPT_IN),
+        help=f"comma-separated subset of {','.join(PARTS)} (default: all but {','.join(sorted(OPT_IN))})",
+    )
     p.add_argument("--semantic-fraction", type=float, default=0.05, help="slice for ours in semantic mode")
     p.add_argument("--chonkie-fraction", type=float, default=0.01, help="slice for chonkie SemanticChunker")
     p.add_argument("--semantic-threads", type=int, default=1, help="torch threads for every semantic method")
@@ -79,6 +88,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument(
         "--vllm-levers", default="all", choices=("all", "prefix"), help="vllm: levers switched off (prefix: only it)"
     )
+    p.add_argument("--gemma3-length", type=int, default=8192, help="gemma3_prefix: needle length (5 depths)")
+    p.add_argument("--gemma3-lengths", default="4096,8192,16384", help="gemma3_speed: lengths, comma-separated")
+    p.add_argument("--gemma3-threads", type=int, default=1, help="gemma3 parts: threads of each backend")
     p.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results")
     return p.parse_args(argv)
 
@@ -120,6 +132,9 @@ def run_parts(args: argparse.Namespace, wanted: list[str], corpus: Corpus | None
         "gpu_check": parts.run_gpu_check,
         "vllm": lambda: _vllm(lengths, depths, haystacks, [b for b in args.vllm_backends.split(",") if b], levers),
         "prefix_order": lambda: _prefix_order(args.seed),
+        "loglikelihood": _loglikelihood,
+        "gemma3_prefix": lambda: _gemma3_prefix(args),
+        "gemma3_speed": lambda: _gemma3_speed(args),
     }
     out = {name: runs[name]() for name in PARTS if name in wanted}
     if "skipped" in out.get("vllm", {}) and (args.out / "vllm.json").is_file():
@@ -157,6 +172,28 @@ def _prefix_order(seed: int) -> dict[str, Any]:
 
     log("prefix_order: prompt tokens the hf prefix cache spares on the reference suite's SmolLM2 cells")
     return run_prefix_order(seed)
+
+
+def _loglikelihood() -> dict[str, Any]:
+    from benchmarks.loglikelihood_cost import run_loglikelihood_cost
+
+    log("loglikelihood: K questions x C choices on one 4K document through loglikelihood, against one plain read")
+    return run_loglikelihood_cost()
+
+
+def _gemma3_prefix(args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.gemma3_prefix import run_gemma3_prefix
+
+    log(f"gemma3_prefix: Gemma 3 needle at {args.gemma3_length} over 5 depths, hf: prefix reuse on vs off")
+    return run_gemma3_prefix(args.gemma3_length, threads=args.gemma3_threads)
+
+
+def _gemma3_speed(args: argparse.Namespace) -> dict[str, Any]:
+    from benchmarks.gemma3_speed import BEFORE_LENGTHS, run_gemma3_speed
+
+    lengths = tuple(int(x) for x in args.gemma3_lengths.split(","))
+    log(f"gemma3_speed: Gemma 3 through hf: and llama.cpp's server at {lengths}")
+    return run_gemma3_speed(lengths, tuple(n for n in BEFORE_LENGTHS if n in lengths), args.gemma3_threads)
 
 
 def result_files(args: argparse.Namespace) -> dict[str, str]:

@@ -12,6 +12,9 @@ class Capability(StrEnum):
     RETRIEVE = "retrieve"
     ATTENTION = "attention"
     COREF = "coref"
+    LOGLIKELIHOOD = "loglikelihood"
+    """Each of `Request.choices` scored by its summed log-probability after the rendered prompt (lm-eval's
+    multiple choice): base models take it, and the prompt is a prefix shared by every choice."""
 
     @property
     def method(self) -> str:
@@ -20,8 +23,9 @@ class Capability(StrEnum):
 
     @property
     def windowed(self) -> bool:
-        """Whether the prompt must fit the model's context window (retrievers and coref systems read any length)."""
-        return self in (Capability.GENERATE, Capability.ATTENTION)
+        """Whether the prompt must fit the model's context window (retrievers and coref systems read any length);
+        for log-likelihood the prompt plus its longest choice."""
+        return self in (Capability.GENERATE, Capability.ATTENTION, Capability.LOGLIKELIHOOD)
 
 
 _METHODS = {
@@ -29,5 +33,6 @@ _METHODS = {
     Capability.RETRIEVE: "retrieve",
     Capability.ATTENTION: "attention_stats",
     Capability.COREF: "predict_clusters",
+    Capability.LOGLIKELIHOOD: "loglikelihood",
 }
 ALL_CAPABILITIES = frozenset(Capability)

@@ -48,6 +48,10 @@ class Request:
     answer_prefix: str = ""
     """Text the reply starts with (e.g. "The special magic number for X is"): generators render it after the
     chat template's generation prompt and continue from it; `Prediction.text` is the continuation only."""
+    choices: tuple[str, ...] = ()
+    """For `loglikelihood`: continuations scored after the rendered prompt (chat template, then `answer_prefix`),
+    each normally starting with a space; the prediction's `data` holds per choice `logprobs` (summed over the
+    choice's tokens), `choice_tokens` and `greedy` (whether each token is the argmax), in this order."""
 
 
 @dataclass(frozen=True)

@@ -131,12 +131,13 @@ def llama_cpp_available() -> bool:
 
 @contextmanager
 def llama_cpp_server_at(
-    log_dir: Path, n_ctx: int = LLAMA_CTX, gguf: Path | None = None, alias: str = LLAMA_MODEL
+    log_dir: Path, n_ctx: int = LLAMA_CTX, gguf: Path | None = None, alias: str = LLAMA_MODEL, logits_all: bool = False
 ) -> Iterator[str]:
     """`python -m llama_cpp.server` on a GGUF (the packaged SmolLM2 unless given) at a free port; yields its base URL.
 
     The recipe of docs/served.md: `--logits_all False` (else it reserves logits for every position: 32.0 GiB for
-    Gemma 3 at 32K) and `--flash_attn True` (off by default; an 8K prefill of Gemma 3 was 1.75x faster with it)."""
+    Gemma 3 at 32K; `logits_all=True` for echoed prompt log-probabilities) and `--flash_attn True` (off by default;
+    an 8K prefill of Gemma 3 was 1.75x faster with it)."""
     from longctx_eval.models.assets import smollm2_gguf
 
     port = free_port()
@@ -148,7 +149,7 @@ def llama_cpp_server_at(
         "--n_ctx", str(n_ctx),
         "--n_threads", str(SERVER_THREADS),
         "--n_threads_batch", str(SERVER_THREADS),
-        "--logits_all", "False",
+        "--logits_all", str(logits_all),
         "--flash_attn", "True",
         "--interrupt_requests", "False",  # a second request must queue, not cut the first one's stream short
         "--verbose", "False",

@@ -77,10 +77,21 @@ class ModelAdapter:
         """Measured prompt length of `request` in this model's tokenizer, exactly as it will be sent."""
         return self.tokenizer.count(request.prompt)
 
+    def choice_tokens(self, request: Request) -> int:
+        """Tokens of the longest of `request.choices` (0 without choices), in this model's tokenizer; an adapter
+        that tokenizes a choice in context (after the prompt, `hf:`) counts it that way."""
+        return max((self.tokenizer.count(c) for c in request.choices), default=0)
+
     def fits(self, request: Request, prompt_tokens: int) -> bool:
-        """Whether prompt plus generation budget fits the context window (always, when there is none)."""
+        """Whether prompt plus generation budget fits the context window (always, when there is none); a request
+        with choices (`loglikelihood`) needs the prompt plus its longest choice to fit instead."""
         window = self.meta.context_window
-        return window is None or prompt_tokens + request.max_new_tokens <= window
+        return window is None or prompt_tokens + self.output_tokens(request) <= window
+
+    def output_tokens(self, request: Request) -> int:
+        """What follows the prompt in the window: the longest choice where the request has choices, else the
+        generation budget."""
+        return self.choice_tokens(request) if request.choices else request.max_new_tokens
 
     def generate(self, requests: Sequence[Request]) -> list[Prediction]:
         """Greedy completions for a batch of requests."""
@@ -89,6 +100,10 @@ class ModelAdapter:
     def retrieve(self, requests: Sequence[Request]) -> list[Prediction]:
         """Ranked chunk hits of each request's context for its query."""
         raise NotImplementedError(f"{type(self).__name__} does not serve 'retrieve'")
+
+    def loglikelihood(self, requests: Sequence[Request]) -> list[Prediction]:
+        """Each request's choices scored by summed log-probability after its rendered prompt (see `Request.choices`)."""
+        raise NotImplementedError(f"{type(self).__name__} does not serve 'loglikelihood'")
 
     def serve(self, capability: Capability | str, requests: Sequence[Request]) -> list[Prediction]:
         """Dispatch a batch to the method that serves `capability`."""

@@ -126,7 +126,7 @@ _BUILTIN = (
         "&chat=auto&revision=R&gguf_file=F&batch_size=auto|N&max_batch_tokens=N"
         "&rope=none|linear|dynamic|ntk|yarn|yarn_notemp&rope_factor=F&train_length=N&prefix_cache=true&name=N]",
         check_target=_check_local_target,
-        serves=frozenset({Capability.GENERATE, Capability.ATTENTION}),
+        serves=frozenset({Capability.GENERATE, Capability.LOGLIKELIHOOD, Capability.ATTENTION}),
         default_name="longctx_eval.models.spec:name_from_path",
     ),
     AdapterKind(
@@ -140,7 +140,7 @@ _BUILTIN = (
         "&enforce_eager=false&quantization=Q&rope=none|linear|dynamic|ntk|yarn|yarn_notemp&rope_factor=F"
         "&train_length=N&batch_size=N&name=N]",
         check_target="longctx_eval.models.vllm.settings:check_target",
-        serves=frozenset({Capability.GENERATE}),
+        serves=frozenset({Capability.GENERATE, Capability.LOGLIKELIHOOD}),
     ),
     AdapterKind(
         name="retriever",
@@ -213,7 +213,7 @@ _BUILTIN = (
         "&max_length=N&tokenizer=T&count=auto|local|server&decoding=greedy|default&neutral=auto|standard|all"
         "&max_in_flight=8&rpm=R&tpm=T&timeout=600&max_attempts=6&thinking_tokens=N&name=N]",
         check_target="longctx_eval.models.openai.target:check_target",
-        serves=frozenset({Capability.GENERATE}),
+        serves=frozenset({Capability.GENERATE, Capability.LOGLIKELIHOOD}),
         default_name="longctx_eval.models.openai.target:default_name",
         served_model="longctx_eval.models.openai.target:served_model",
     ),

@@ -16,6 +16,11 @@ if TYPE_CHECKING:
     from longctx_eval.task import Task
 
 
+ORACLE_GOLD_LOGPROB = 0.0
+"""The oracle's log-probability of a gold choice (certain); every other choice gets ORACLE_OTHER_LOGPROB."""
+ORACLE_OTHER_LOGPROB = -100.0
+
+
 class OracleAdapter(ModelAdapter):
     """Serves every capability once bound to a task (`bind`); unbound, it has no answers to give."""
 
@@ -49,6 +54,8 @@ class BoundOracle(ModelAdapter):
         return [self._answer(r) for r in requests]
 
     def _answer(self, request: Request) -> Prediction:
+        if request.choices and "gold_choice" in request.extra:
+            return self._choose(request, request.extra["gold_choice"])
         sample = self.samples.get(request.sample_id)
         if sample is None:
             raise ValueError(f"oracle: request for sample {request.sample_id!r}, which the bound samples lack")
@@ -61,8 +68,27 @@ class BoundOracle(ModelAdapter):
             gold = gold.parts[request.part]
         return replace(gold, prompt_tokens=self.prompt_tokens(request))
 
+    def _choose(self, request: Request, gold: object) -> Prediction:
+        """A log-likelihood answer scoring the gold choice (`extra["gold_choice"]`, its index) highest."""
+        if not isinstance(gold, int) or isinstance(gold, bool) or not 0 <= gold < len(request.choices):
+            raise ValueError(
+                f"oracle: request {request.sample_id!r} part {request.part}: extra['gold_choice'] must be a choice "
+                f"index 0..{len(request.choices) - 1}, got {gold!r}"
+            )
+        data = {
+            "logprobs": [
+                ORACLE_GOLD_LOGPROB if i == gold else ORACLE_OTHER_LOGPROB for i in range(len(request.choices))
+            ],
+            "choice_tokens": [self.tokenizer.count(c) for c in request.choices],
+            "greedy": [i == gold for i in range(len(request.choices))],
+        }
+        return Prediction(prompt_tokens=self.prompt_tokens(request), completion_tokens=0, data=data)
+
     def generate(self, requests: Sequence[Request]) -> list[Prediction]:
         return self.serve(Capability.GENERATE, requests)
+
+    def loglikelihood(self, requests: Sequence[Request]) -> list[Prediction]:
+        return self.serve(Capability.LOGLIKELIHOOD, requests)
 
     def retrieve(self, requests: Sequence[Request]) -> list[Prediction]:
         return self.serve(Capability.RETRIEVE, requests)

@@ -1,7 +1,8 @@
 """The aiohttp application of `longctx-eval serve`: OpenAI-compatible routes over one `HFEngine`.
 
 Routes: GET /v1/models, GET /health, POST /v1/chat/completions, POST /v1/completions (both also streamed as
-server-sent events, `data: {...}` chunks ending in `data: [DONE]`), POST /tokenize and POST /detokenize
+server-sent events, `data: {...}` chunks ending in `data: [DONE]`; completions with `echo: true, logprobs: N`
+answer the prompt's log-probabilities: serve/prompt_scoring.py), POST /tokenize and POST /detokenize
 (vLLM's shapes). Generation requests wait for the one model in the order their prompts are ready (an asyncio lock
 is FIFO).
 
@@ -34,6 +35,7 @@ from longctx_eval.serve.protocol import (
     bad,
     check_model,
     chunk,
+    echo_response,
     models_list,
     new_id,
     now,
@@ -150,7 +152,13 @@ async def _generate(request: web.Request, kind: Any) -> web.StreamResponse:
     t0 = time.perf_counter()
     async with engine.lock:
         waited = time.perf_counter() - t0
-        if job.stream:
+        if job.echo_logprobs is not None:  # the prompt scored, at most one greedy token (prompt_scoring.py)
+            loop = asyncio.get_running_loop()
+            scores = await loop.run_in_executor(None, engine.scorer.score, job.ids, job.echo_logprobs)
+            reply = echo_response(job, scores, engine, rid, created)
+            out.completion_tokens, out.finish_reason = reply["usage"]["completion_tokens"], "echo"
+            resp: web.StreamResponse = web.json_response(reply)
+        elif job.stream:
             resp = await _stream(request, engine, job, out, rid, created)
         else:
             async with aclosing(engine.stream(job.ids, job.sampling, out)) as pieces:

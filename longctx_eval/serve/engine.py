@@ -156,6 +156,10 @@ class HFEngine:
         self.lock = asyncio.Lock()
         self.pad_id = self.hf_tok.pad_token_id if self.hf_tok.pad_token_id is not None else (adapter.eos_ids or [0])[0]
         self.device = adapter.input_device
+        from longctx_eval.serve.prompt_scoring import PromptScorer
+
+        self.scorer = PromptScorer(self.model)
+        """Scores echo requests' prompts (`/v1/completions` with echo and logprobs), under `lock` like generation."""
 
     @classmethod
     def load(cls, spec_text: str, name: str | None = None) -> HFEngine:

@@ -1,6 +1,6 @@
 """The OpenAI wire format `longctx-eval serve` speaks: request checks, response and stream-chunk shapes, errors.
 
-Unsupported features (n > 1, logprobs, tools, penalties) are refused with a 400 naming the field, never
+Unsupported features (n > 1, the reply's logprobs, tools, penalties) are refused with a 400 naming the field, never
 silently ignored, so a client never scores output produced under settings it did not ask for.
 """
 
@@ -12,10 +12,13 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from longctx_eval.serve.engine import Completion, HFEngine, Sampling
+from longctx_eval.serve.engine import MIN_SAMPLING_TEMPERATURE, Completion, HFEngine, Sampling
 from longctx_eval.serve.prompt_limit import PromptLimit
+from longctx_eval.serve.prompt_scoring import PromptScores
 
 ROLES = ("system", "developer", "user", "assistant")
+MAX_ECHO_LOGPROBS = 5
+"""Most top tokens per position an echo request may ask for (OpenAI's legacy limit)."""
 
 
 class APIError(Exception):
@@ -58,6 +61,9 @@ class Job:
     sampling: Sampling
     stream: bool
     include_usage: bool
+    echo_logprobs: int | None = None
+    """A completions request with `echo: true, logprobs: N`: the prompt is scored (prompt_scoring.py), N top tokens
+    per position, and at most one greedy token is generated; None for every other request."""
 
 
 # -- field checks --------------------------------------------------------------------------------------------
@@ -113,10 +119,10 @@ def _stop(body: dict[str, Any]) -> tuple[str, ...]:
     raise bad(f"'stop' must be a string or a list of strings, got {_shown(value)}", "stop")
 
 
-def _refuse_unsupported(body: dict[str, Any]) -> None:
+def _refuse_unsupported(body: dict[str, Any], kind: str = "chat") -> None:
     if _int(body, "n", 1) not in (None, 1):
         raise bad("'n' must be 1: this server returns one choice per request", "n")
-    for name in ("logprobs", "echo"):
+    for name in ("logprobs", "echo") if kind == "chat" else ():
         if body.get(name) not in (None, False, 0):
             raise bad(f"'{name}' is not supported by this server", name)
     for name in ("tools", "functions", "logit_bias", "suffix"):
@@ -267,14 +273,50 @@ def parse_generation(
 
     Tokenises the prompt: call it off the event loop (app.py does)."""
     check_model(body, engine)
-    _refuse_unsupported(body)
+    _refuse_unsupported(body, kind)
     stream, include_usage = _stream_flags(body)
+    echo = _echo_logprobs(body) if kind == "completion" else None
     ids = chat_prompt_ids(body, engine, limit) if kind == "chat" else completion_prompt_ids(body, engine, limit)
     param = "messages" if kind == "chat" else "prompt"
     if not ids:  # nothing to continue from: the model cannot start a reply without a single token
         raise bad(f"'{param}' has no tokens; send at least one token to continue from", param)
-    sampling = _sampling(body, len(ids), engine.window, param)
-    return Job(kind, ids, sampling, stream, include_usage)
+    if echo is not None:
+        sampling = _echo_sampling(body, len(ids), engine.window)
+    else:
+        sampling = _sampling(body, len(ids), engine.window, param)
+    return Job(kind, ids, sampling, stream, include_usage, echo)
+
+
+def _echo_logprobs(body: dict[str, Any]) -> int | None:
+    """The top tokens per position a completions request asks with `echo: true, logprobs: N` (None without echo);
+    `logprobs` without `echo` (the reply's log-probabilities) is refused: only the prompt's are served."""
+    echo = _bool(body, "echo", False)
+    logprobs = _int(body, "logprobs", 0, MAX_ECHO_LOGPROBS)
+    if not echo:
+        if logprobs:
+            raise bad(
+                "'logprobs' without 'echo' is not supported: this server returns the prompt's log-probabilities "
+                "(echo=true, max_tokens 0 or 1)",
+                "logprobs",
+            )
+        return None
+    if logprobs is None:
+        raise bad("'echo' is served with 'logprobs' (the prompt's log-probabilities): send logprobs 0..5", "echo")
+    if _bool(body, "stream", False):
+        raise bad("'echo' with 'logprobs' is not streamed by this server: send stream=false", "stream")
+    return logprobs
+
+
+def _echo_sampling(body: dict[str, Any], prompt_tokens: int, window: int | None) -> Sampling:
+    """An echo request scores its prompt and generates at most one greedy token (lm-eval sends max_tokens 1)."""
+    requested = _int(body, "max_tokens", 0, 1)
+    if requested is None:
+        requested = _int(body, "max_completion_tokens", 0, 1) or 0
+    if requested and _number(body, "temperature", 0.0, 0.0, 2.0) >= MIN_SAMPLING_TEMPERATURE:
+        raise bad("'echo' with 'max_tokens' 1 generates greedily here: send temperature 0", "temperature")
+    if window is not None and prompt_tokens + requested > window:
+        max_tokens_for(prompt_tokens, requested, window, "prompt")  # raises context_length_exceeded
+    return Sampling(max_tokens=requested)
 
 
 def tokenize_ids(body: dict[str, Any], engine: HFEngine, limit: PromptLimit) -> list[int]:
@@ -313,6 +355,39 @@ def response(job: Job, out: Completion, rid: str, created: int, model: str) -> d
         choice, obj = {"index": 0, "text": out.text}, "text_completion"
     choice.update(logprobs=None, finish_reason=out.finish_reason)
     return {"id": rid, "object": obj, "created": created, "model": model, "choices": [choice], "usage": usage(out)}
+
+
+def echo_response(job: Job, scores: PromptScores, engine: HFEngine, rid: str, created: int) -> dict[str, Any]:
+    """The reply to an echo request: the prompt's text (and the one greedy token when asked) with OpenAI's legacy
+    `logprobs` object: `tokens`, `token_logprobs` (null for the first), `top_logprobs`, `text_offset`."""
+    ids = list(job.ids)
+    lps: list[float | None] = [None, *scores.logprobs]
+    tops: list[list[tuple[int, float]] | None] = [None, *scores.top]
+    finish = "length"
+    if job.sampling.max_tokens:
+        ids.append(scores.next_id)
+        lps.append(scores.next_logprob)
+        tops.append(scores.next_top)
+        finish = "stop" if scores.next_id in engine.adapter.eos_ids else "length"
+    pieces = [engine.hf_tok.decode([t]) for t in ids]
+    offsets, at = [], 0
+    for piece in pieces:
+        offsets.append(at)
+        at += len(piece)
+    generated = len(ids) - len(job.ids)
+    top_logprobs = [None if t is None else {engine.hf_tok.decode([i]): v for i, v in t} for t in tops]
+    logprobs = {"tokens": pieces, "token_logprobs": lps, "top_logprobs": top_logprobs, "text_offset": offsets}
+    choice = {"index": 0, "text": "".join(pieces), "logprobs": logprobs, "finish_reason": finish}
+    out = Completion(prompt_tokens=len(job.ids), completion_tokens=generated)
+    return {
+        "id": rid,
+        "object": "text_completion",
+        "created": created,
+        "model": engine.name,
+        "choices": [choice],
+        "usage": usage(out),
+        "cached_tokens": scores.cached_tokens,
+    }
 
 
 def chunk(

@@ -33,7 +33,21 @@ from longctx_eval.models.devices import (
 from longctx_eval.models.hf.batching import AUTO_MAX_REQUESTS, auto_budget, pack
 from longctx_eval.models.hf.config import LoadPlan, plan_load
 from longctx_eval.models.hf.generate import FirstTokenClock, neutral_generation_config, timing
-from longctx_eval.models.hf.prefix_cache import PrefixCache, _positions_fixed, suffix_chunk
+from longctx_eval.models.hf.likelihood import (
+    CHOICE_CACHE,
+    ChoiceIds,
+    all_choice_ids,
+    prefill_last,
+    score_after_prefill,
+    score_full,
+)
+from longctx_eval.models.hf.prefix_cache import (
+    PrefixCache,
+    _positions_fixed,
+    has_sliding_layers,
+    suffix_chunk,
+    window_chunk,
+)
 from longctx_eval.models.model_files import model_files
 from longctx_eval.models.model_source import hf_source, hf_tokenizer_pair, load_error
 from longctx_eval.models.model_spec import ModelSpec
@@ -47,9 +61,10 @@ PREFILL_CHUNK = 2048
 
 
 class HFCausalLM(ModelAdapter):
-    """`hf:<folder-or-hub-id>`: serves 'generate' and 'attention'; prompts that don't fit are reported, never cut."""
+    """`hf:<folder-or-hub-id>`: serves 'generate', 'loglikelihood' and 'attention'; prompts that don't fit are
+    reported, never cut."""
 
-    capabilities = frozenset({Capability.GENERATE, Capability.ATTENTION})
+    capabilities = frozenset({Capability.GENERATE, Capability.LOGLIKELIHOOD, Capability.ATTENTION})
 
     def __init__(self, spec: ModelSpec) -> None:
         import torch
@@ -100,6 +115,7 @@ class HFCausalLM(ModelAdapter):
             self.prefix_cache.enabled = False  # a prefix's keys depend on the length of the prompt around it
             self.prefix_cache.why_not = "rope= scales per length: a prefix's keys depend on the prompt's length"
         self.chunkable = _positions_fixed(self.model.config) and plan.rope.variant != "dynamic"
+        self._window_chunks = self.chunkable and has_sliding_layers(self.model.config)  # see window_chunk
         self._cache_kwarg = _generate_cache_kwarg()
         self._attn_implementation: str | None = getattr(self.model.config, "_attn_implementation", None)
         if "prefix_cache" in o.model_fields_set:  # outputs are the same either way; only a set value is recorded
@@ -131,6 +147,8 @@ class HFCausalLM(ModelAdapter):
         )
         super().__init__(meta, tok)
         self._rendered: dict[tuple[str, str], list[int]] = {}
+        self._choices: dict[tuple[str, str, tuple[str, ...]], ChoiceIds] = {}
+        self._scratch = PrefixCache(self.model.config)  # fresh caches for scoring when prefix_cache=false
 
     # -- setup --------------------------------------------------------------------------------------------
     def _batching(self, o: HFOptions) -> tuple[int, bool, int | None]:
@@ -192,6 +210,13 @@ class HFCausalLM(ModelAdapter):
             return len(request.extra["input_ids"])
         return len(self.render(request))
 
+    def choice_tokens(self, request: Request) -> int:
+        """Tokens of the longest choice, as scored: in context after the rendered prompt (models/hf/likelihood.py)."""
+        return max((len(ids) for ids in self._choice_ids(request).ids), default=0)
+
+    def _choice_ids(self, request: Request) -> ChoiceIds:
+        return cached_choices(self._choices, self.hf_tok, self.use_chat, request)
+
     def unsupported(self, capability: Capability) -> str | None:
         """The probe's architecture refusal (BLOOM, GPT-2, sliding windows) before any request is sent."""
         from longctx_eval.models.posprobe.support import probe_refusal
@@ -202,6 +227,60 @@ class HFCausalLM(ModelAdapter):
         """Teacher-forced passkey probes with exact attention rows (see models/posprobe/forward.py)."""
         assert self.probe is not None  # None only after close()
         return self.probe.run(requests)
+
+    # -- log-likelihood ----------------------------------------------------------------------------------
+    def loglikelihood(self, requests: Sequence[Request]) -> list[Prediction]:
+        """Each request's choices scored one request at a time, in the order given (models/hf/likelihood.py): the
+        prompt prefilled once, reusing the previous request's KV cache for their shared prefix (`prefix_cache=true`,
+        at least 256 tokens), then each choice's own tokens; `data.cached_tokens` as for generation."""
+        return [self._score(r) for r in requests]
+
+    def _score(self, request: Request) -> Prediction:
+        torch = self._torch
+        t0 = time.perf_counter()
+        prompt = self.render(request)
+        if not request.choices:
+            return Prediction(
+                status="error", prompt_tokens=len(prompt), error="loglikelihood: the request has no choices"
+            )
+        choices = self._choice_ids(request)
+        empty = [i for i, ids in enumerate(choices.ids) if not ids]
+        if empty:
+            return Prediction(
+                status="error", prompt_tokens=len(prompt), error=f"loglikelihood: choice {empty[0]} has no tokens"
+            )
+        data: dict[str, Any] = {}
+        try:
+            with torch.no_grad(), self._positions(request):
+                if not self._scratch.enabled:  # the cache cannot be cut back to the prompt: a forward per choice
+                    scores = score_full(self.model, prompt, choices.ids)
+                else:
+                    pc = self.prefix_cache
+                    cache, held = pc.take(prompt) if pc is not None else (self._scratch.fresh(), 0)
+                    chunk = suffix_chunk(len(prompt) - held, self._attn_implementation) if held else None
+                    last = prefill_last(self.model, prompt, cache, held, chunk)
+                    scores = score_after_prefill(self.model, last, len(prompt), choices.ids, cache)
+                    if pc is not None:
+                        pc.keep(prompt, cache)
+                        data["cached_tokens"] = held
+                        if pc.refused:
+                            data["prefix_cache_refused"] = pc.refused
+                    if chunk is not None:
+                        data["prefill_chunk"] = chunk
+        except torch.OutOfMemoryError:
+            self._free()
+            n = len(prompt) + max(len(ids) for ids in choices.ids)
+            return Prediction(status="error", prompt_tokens=len(prompt), error=f"out of memory at {n} tokens")
+        data = {
+            "logprobs": scores.logprobs,
+            "choice_tokens": [len(ids) for ids in choices.ids],
+            "greedy": scores.greedy,
+            **data,
+        }
+        if choices.alone:
+            data["choice_tokenized_alone"] = list(choices.alone)
+        seconds = time.perf_counter() - t0
+        return Prediction(prompt_tokens=len(prompt), completion_tokens=0, seconds=seconds, data=data)
 
     # -- generation --------------------------------------------------------------------------------------
     def generate(self, requests: Sequence[Request]) -> list[Prediction]:
@@ -305,6 +384,8 @@ class HFCausalLM(ModelAdapter):
             cache_kw[self._cache_kwarg], cached = self.prefix_cache.take(rows[0])
             if cached and prefill_chunk is None and self.prefix_cache.chunk_suffix:
                 prefill_chunk = suffix_chunk(len(rows[0]) - cached, self._attn_implementation)
+        if prefill_chunk is None and self._window_chunks and len(rows) == 1:  # sliding layers: only their window
+            prefill_chunk = window_chunk(len(rows[0]) - (cached or 0), self._attn_implementation)
         if prefill_chunk is not None:
             cache_kw["prefill_chunk_size"] = prefill_chunk
         width = max(len(r) for r in rows)
@@ -421,15 +502,35 @@ def uses_chat(spec: ModelSpec, hf_tok: Any) -> bool:
     return chat == "true" or (chat == "auto" and bool(template))
 
 
-def render_ids(hf_tok: Any, use_chat: bool, request: Request) -> list[int]:
-    """The exact token ids a local model is sent for `request`: the chat template's generation prompt then the
-    answer prefix (or, without chat, the prompt, a newline and the prefix). `vllm:` sends these same ids."""
+def render_text(hf_tok: Any, use_chat: bool, request: Request) -> tuple[str, bool]:
+    """The text `render_ids` tokenizes and whether special tokens are added to it (a choice is scored after it)."""
     if use_chat:
         messages = [{"role": "user", "content": request.prompt}]
         text = hf_tok.apply_chat_template(messages, add_generation_prompt=True, tokenize=False)
-        return hf_tok(text + request.answer_prefix, add_special_tokens=False)["input_ids"]
-    prompt = request.prompt + ("\n" + request.answer_prefix if request.answer_prefix else "")
-    return hf_tok(prompt, add_special_tokens=True)["input_ids"]
+        return text + request.answer_prefix, False
+    return request.prompt + ("\n" + request.answer_prefix if request.answer_prefix else ""), True
+
+
+def render_ids(hf_tok: Any, use_chat: bool, request: Request) -> list[int]:
+    """The exact token ids a local model is sent for `request`: the chat template's generation prompt then the
+    answer prefix (or, without chat, the prompt, a newline and the prefix). `vllm:` sends these same ids."""
+    text, special = render_text(hf_tok, use_chat, request)
+    return hf_tok(text, add_special_tokens=special)["input_ids"]
+
+
+def cached_choices(
+    cache: dict[tuple[str, str, tuple[str, ...]], ChoiceIds], hf_tok: Any, use_chat: bool, request: Request
+) -> ChoiceIds:
+    """`request.choices` as token ids after its rendered prompt (models/hf/likelihood.py), through a small cache."""
+    key = (request.prompt, request.answer_prefix, request.choices)
+    got = cache.get(key)
+    if got is None:
+        text, special = render_text(hf_tok, use_chat, request)
+        got = all_choice_ids(hf_tok, text, special, render_ids(hf_tok, use_chat, request), request.choices)
+        if len(cache) >= CHOICE_CACHE:
+            cache.pop(next(iter(cache)))
+        cache[key] = got
+    return got
 
 
 def cached_render(cache: dict[tuple[str, str], list[int]], hf_tok: Any, use_chat: bool, request: Request) -> list[int]:

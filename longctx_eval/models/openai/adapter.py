@@ -26,7 +26,9 @@ from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError, PrerequisiteError
 from longctx_eval.hashing import sha256_text
 from longctx_eval.models.base import ModelAdapter, model_meta
+from longctx_eval.models.hf.likelihood import ChoiceIds, all_choice_ids
 from longctx_eval.models.openai.client import ClientLimits, ServedClient, ServedRequest, ServedResult
+from longctx_eval.models.openai.likelihood import PROBE_TEXT, ChoiceSlot, plan_ids, plan_text, read_choice
 from longctx_eval.models.openai.pool import ServerPool
 from longctx_eval.models.openai.prompt import PromptRenderer, Rendered, load_served_tokenizer
 from longctx_eval.models.openai.reasoning import split_reasoning, strip_echoed_prefix
@@ -49,9 +51,10 @@ PROBE_TRIES = 3
 
 
 class OpenAIModel(ModelAdapter):
-    """Serves 'generate' through an OpenAI-compatible endpoint; prompts over the known window are never sent."""
+    """Serves 'generate' (and 'loglikelihood' where the server echoes prompt log-probabilities) through an
+    OpenAI-compatible endpoint; prompts over the known window are never sent."""
 
-    capabilities = frozenset({Capability.GENERATE})
+    capabilities = frozenset({Capability.GENERATE, Capability.LOGLIKELIHOOD})
 
     def __init__(self, spec: ModelSpec) -> None:
         o = cast("OpenAIOptions", spec.options)
@@ -109,6 +112,9 @@ class OpenAIModel(ModelAdapter):
         self._server_counts: dict[tuple[str, str], int] = {}
         self._tokenize_ok: bool | None = None
         self._warned_lengths = False
+        self._echo_refusal: str | None = None
+        self._echo_checked = False
+        self._choices: dict[tuple[str, str, tuple[str, ...]], tuple[list[int], ChoiceIds]] = {}
 
     def __repr__(self) -> str:
         return f"OpenAIModel({self.served_model!r} at {self.base_url!r}, api_key_env={self.options.api_key_env!r})"
@@ -221,9 +227,178 @@ class OpenAIModel(ModelAdapter):
         return None
 
     def fits(self, request: Request, prompt_tokens: int) -> bool:
-        """Prompt + answer budget + thinking budget within the known window (always, when none is known)."""
+        """Prompt + answer budget + thinking budget within the known window (always, when none is known); with
+        choices (`loglikelihood`), prompt + the longest choice + the one token an echo request generates."""
         window = self.meta.context_window
+        if request.choices:
+            return window is None or prompt_tokens + self.choice_tokens(request) + 1 <= window
         return window is None or prompt_tokens + request.max_new_tokens + self.thinking_tokens <= window
+
+    # --- log-likelihood (models/openai/likelihood.py) -------------------------------------------------------
+
+    @property
+    def _scores_ids(self) -> bool:
+        """Whether choices are sent as token ids (the model's own HF tokenizer is loaded here), else as text."""
+        return self.renderer.loaded.exact and self.renderer.loaded.hf is not None
+
+    def _choice_ids(self, request: Request) -> tuple[list[int], ChoiceIds]:
+        """The rendered prompt's ids and each choice's ids in context (as `hf:` scores them), through a small cache."""
+        key = (request.prompt, request.answer_prefix, request.choices)
+        got = self._choices.get(key)
+        if got is None:
+            hf = self.renderer.loaded.hf
+            text, special = self.renderer.completion_text(request)
+            prompt = hf(text, add_special_tokens=special)["input_ids"]
+            got = (prompt, all_choice_ids(hf, text, special, prompt, request.choices))
+            if len(self._choices) >= 64:
+                self._choices.pop(next(iter(self._choices)))
+            self._choices[key] = got
+        return got
+
+    def choice_tokens(self, request: Request) -> int:
+        """The longest choice's tokens: in context after the rendered prompt where the model's tokenizer is here."""
+        if self._scores_ids and request.choices:
+            return max(len(ids) for ids in self._choice_ids(request)[1].ids)
+        return super().choice_tokens(request)
+
+    def unsupported(self, capability: Capability) -> str | None:
+        """For 'loglikelihood': why the server cannot score choices, asked once before a task (`_echo_refusal`)."""
+        if capability is not Capability.LOGLIKELIHOOD:
+            return None
+        if not self._echo_checked:
+            self._echo_checked = True
+            why = self._echo_problem()
+            self._echo_refusal = None if why is None else f"{self.base_url} cannot score choices by likelihood: {why}"
+        return self._echo_refusal
+
+    def _echo_problem(self) -> str | None:
+        """Two echo requests: the probe text must come back with its log-probabilities, and its greedy next token,
+        appended, must score as greedy (a server that reports each prompt token under the next position's
+        distribution, as llama-cpp-python 0.3 does, fails that); the reason, or None."""
+        base: dict[str, Any] = {
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "seed": self.options.seed,
+            "stream": False,
+            "echo_logprobs": 1,
+        }
+        limits = replace(self.limits, max_attempts=min(PROBE_TRIES, self.limits.max_attempts))
+        client = ServedClient(self.base_url, self.served_model, self.options.api_key_env, limits)
+        try:
+            return self._echo_answers(client, base)
+        finally:
+            self._run(client.aclose())
+
+    def _echo_answers(self, client: ServedClient, base: dict[str, Any]) -> str | None:
+        first = self._run(client.complete(ServedRequest(prompt=PROBE_TEXT, id="echo-probe", **base)))
+        if not first.ok:
+            return first.error
+        got = read_choice(first.logprobs, ChoiceSlot("text", 1, len(PROBE_TEXT)))  # the first has none
+        if isinstance(got, str):
+            return got
+        if not first.text.startswith(PROBE_TEXT) or not first.text[len(PROBE_TEXT) :]:
+            return None  # the echo is not the text sent (a BOS shown) or the model stopped: alignment not checkable
+        nxt = first.text[len(PROBE_TEXT) :]
+        second = self._run(client.complete(ServedRequest(prompt=PROBE_TEXT + nxt, id="echo-probe-2", **base)))
+        if not second.ok:
+            return second.error
+        check = read_choice(second.logprobs, ChoiceSlot("text", len(PROBE_TEXT), len(PROBE_TEXT) + len(nxt)))
+        if isinstance(check, str):
+            return check
+        if not check.greedy:
+            return (
+                f"its echoed log-probabilities are not those of the prompt's tokens: the greedy next token {nxt!r}, "
+                "sent back in the prompt, does not score as the most likely there (llama-cpp-python 0.3 reports each "
+                "prompt token's log-probability under the following position's distribution)"
+            )
+        return None
+
+    def loglikelihood(self, requests: Sequence[Request]) -> list[Prediction]:
+        """Every choice of every request as one echo request (`/v1/completions`, echo, logprobs 1, max_tokens 1),
+        all sent in order, request i's choices before request i+1's (the server's prefix cache serves the shared
+        document); a request whose choice could not be scored is an `error` prediction with the reason."""
+        if not requests:
+            return []
+        plans = [self._echo_requests(r) for r in requests]
+        flat = [sr for _, pairs in plans for sr, _ in pairs]
+        t0 = time.perf_counter()
+        results = self._run(self.client.complete_many(flat)) if flat else []
+        seconds = (time.perf_counter() - t0) / len(requests)
+        preds, at = [], 0
+        for request, (prompt_tokens, pairs) in zip(requests, plans, strict=True):
+            mine = results[at : at + len(pairs)]
+            at += len(pairs)
+            pred = self._choice_prediction(request, prompt_tokens, pairs, mine, seconds)
+            preds.append(pred)
+            if self.on_prediction is not None:
+                self.on_prediction(request, pred)
+        self._warn_failures(preds)
+        return preds
+
+    def _echo_requests(self, request: Request) -> tuple[int, list[tuple[ServedRequest, ChoiceSlot]]]:
+        """The shared prompt's tokens and, per choice, the echo request and where the choice sits in its echo."""
+        base: dict[str, Any] = {
+            "max_tokens": 1,
+            "temperature": 0.0,
+            "seed": self.options.seed,
+            "stream": False,
+            "echo_logprobs": 1,
+            "affinity": sha256_text(request.context)[:16] if len(self.base_urls) > 1 else None,
+        }
+        out: list[tuple[ServedRequest, ChoiceSlot]] = []
+        if self._scores_ids:
+            prompt, choices = self._choice_ids(request)
+            for j, (ids, slot) in enumerate(plan_ids(prompt, choices.ids)):
+                rid = f"{request.sample_id}#{request.part}/{j}"
+                req = ServedRequest(prompt="", prompt_ids=tuple(ids), id=rid, prompt_tokens=len(ids), **base)
+                out.append((req, slot))
+            return len(prompt), out
+        text, _ = self.renderer.completion_text(request)
+        n = self.renderer.count(request)
+        for j, (sent, slot) in enumerate(plan_text(text, request.choices)):
+            rid = f"{request.sample_id}#{request.part}/{j}"
+            tokens = n + self.tokenizer.count(request.choices[j])
+            out.append((ServedRequest(prompt=sent, id=rid, prompt_tokens=tokens, **base), slot))
+        return n, out
+
+    def _choice_prediction(
+        self,
+        request: Request,
+        prompt_tokens: int,
+        pairs: list[tuple[ServedRequest, ChoiceSlot]],
+        results: list[ServedResult],
+        seconds: float,
+    ) -> Prediction:
+        if not pairs:
+            return Prediction(status="error", prompt_tokens=prompt_tokens, error="loglikelihood: no choices")
+        stats = results[0].stats()
+        stats["requests"] = len(results)
+        logprobs, tokens, greedy = [], [], []
+        for j, ((_req, slot), res) in enumerate(zip(pairs, results, strict=True)):
+            if not res.ok:
+                return Prediction(status="error", error=res.error, seconds=seconds, data={"serving": res.stats()})
+            got = read_choice(res.logprobs, slot)
+            if isinstance(got, str):
+                return Prediction(
+                    status="error",
+                    prompt_tokens=prompt_tokens,
+                    error=f"choice {j}: {got}",
+                    seconds=seconds,
+                    data={"serving": res.stats()},
+                )
+            logprobs.append(got.logprob)
+            tokens.append(got.tokens)
+            greedy.append(got.greedy)
+        first = pairs[0][0]
+        check = self.length_check(first.prompt_tokens, results[0].prompt_tokens, "usage")
+        data = {
+            "logprobs": logprobs,
+            "choice_tokens": tokens,
+            "greedy": greedy,
+            "serving": stats,
+            "length_check": check,
+        }
+        return Prediction(prompt_tokens=prompt_tokens, completion_tokens=0, seconds=seconds, data=data)
 
     # --- serving ------------------------------------------------------------------------------------------
 

@@ -65,6 +65,10 @@ class ServedRequest:
     """Expected prompt tokens, for the tokens-per-minute window (else estimated as characters / 4)."""
     affinity: str | None = None
     """Names the document the request reads: with several servers, requests of one document go to one server."""
+    prompt_ids: tuple[int, ...] | None = None
+    """Completions only: the prompt sent as these token ids (`prompt` then only names it for limits and logs)."""
+    echo_logprobs: int | None = None
+    """Completions only: send `echo: true, logprobs: N`, so the reply carries the prompt's log-probabilities."""
 
     def __post_init__(self) -> None:
         if (self.messages is None) == (self.prompt is None):
@@ -120,6 +124,8 @@ class ServedResult:
     """The failure's reason class: one of RETRY_REASONS, `http_<status>`, `limit` or `client`."""
     server: str | None = None
     """The base URL that answered, when the model has several servers (models/openai/pool.py)."""
+    logprobs: dict[str, Any] | None = None
+    """The choice's `logprobs` object as the server sent it (echo requests: the prompt's; OpenAI's legacy shape)."""
 
     @property
     def ok(self) -> bool:
@@ -221,6 +227,7 @@ class _Attempt:
     finish_reason: str | None = None
     usage: dict[str, int] | None = None
     received: bool = False
+    logprobs: dict[str, Any] | None = None
 
 
 class ServedClient:
@@ -378,6 +385,7 @@ class ServedClient:
         result.reasoning = "".join(got.reasoning) if got.reasoning else None
         result.finish_reason = got.finish_reason
         result.usage = got.usage
+        result.logprobs = got.logprobs
         result.ttft_s = times[0] - got.t0 if times else None
         result.itl_s = [b - a for a, b in zip(times, times[1:], strict=False)]
         result.e2e_s = end - got.t0
@@ -395,7 +403,9 @@ class ServedClient:
             if req.reasoning_effort is not None:
                 body["reasoning_effort"] = req.reasoning_effort
         else:
-            body["prompt"] = req.prompt
+            body["prompt"] = list(req.prompt_ids) if req.prompt_ids is not None else req.prompt
+            if req.echo_logprobs is not None:
+                body["echo"], body["logprobs"] = True, req.echo_logprobs
         if req.temperature is not None:
             body["temperature"] = req.temperature
         if req.seed is not None:
@@ -424,6 +434,7 @@ class ServedClient:
                         got.reasoning.append(reasoning)
                 else:
                     got.text.append(getattr(choice, "text", None) or "")
+                    got.logprobs = _logprobs_of(choice)
                 got.finish_reason = getattr(choice, "finish_reason", None)
                 break
             got.usage = _usage(getattr(reply, "usage", None))
@@ -570,6 +581,15 @@ def _reasoning_of(obj: Any) -> str | None:
         if isinstance(value, str) and value:
             return value
     return None
+
+
+def _logprobs_of(choice: Any) -> dict[str, Any] | None:
+    """A completions choice's `logprobs` object as plain JSON (None when the server sent none)."""
+    value = getattr(choice, "logprobs", None)
+    if value is None:
+        return None
+    dumped = value.model_dump() if hasattr(value, "model_dump") else value
+    return dumped if isinstance(dumped, dict) else None
 
 
 def _usage(usage: Any) -> dict[str, int] | None:

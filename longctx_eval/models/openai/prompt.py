@@ -239,6 +239,14 @@ class PromptRenderer:
             fields["chat_template_kwargs"] = {"enable_thinking": False}
         return Rendered(messages, None, extra, strip, fields)
 
+    def completion_text(self, request: Request) -> tuple[str, bool]:
+        """The completions-endpoint text of `request` whatever the endpoint (the chat template rendered here where the
+        tokenizer has one, then the answer prefix; else prompt, newline, prefix) and whether special tokens are added:
+        what a log-likelihood request scores its choices after (models/openai/likelihood.py)."""
+        if self.chat_template:
+            return self._templated(request, request.answer_prefix), False
+        return request.prompt + ("\n" + request.answer_prefix if request.answer_prefix else ""), True
+
     def count(self, request: Request) -> int:
         """Prompt tokens of `request` as rendered, in the loaded tokenizer (exact with the model's HF tokenizer)."""
         key = (request.prompt, request.answer_prefix)

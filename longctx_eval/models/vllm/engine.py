@@ -18,7 +18,8 @@ from longctx_eval.capability import Capability
 from longctx_eval.errors import ConfigError, PrerequisiteError
 from longctx_eval.models.attention_layout import attention_layout, source_defaulted
 from longctx_eval.models.base import ModelAdapter, model_meta
-from longctx_eval.models.hf.adapter import cached_render, completion_of, uses_chat, weights_sha256
+from longctx_eval.models.hf.adapter import cached_choices, cached_render, completion_of, uses_chat, weights_sha256
+from longctx_eval.models.hf.likelihood import ChoiceIds
 from longctx_eval.models.model_files import model_files
 from longctx_eval.models.model_source import hf_source, hf_tokenizer_pair, load_error
 from longctx_eval.models.model_spec import ModelSpec
@@ -46,9 +47,10 @@ def import_vllm() -> Any:
 
 
 class VLLMEngine(ModelAdapter):
-    """`vllm:<folder-or-hub-id>`: serves 'generate'; prompts over `max_model_len` are reported, never cut."""
+    """`vllm:<folder-or-hub-id>`: serves 'generate' and 'loglikelihood'; prompts over `max_model_len` are reported,
+    never cut."""
 
-    capabilities = frozenset({Capability.GENERATE})
+    capabilities = frozenset({Capability.GENERATE, Capability.LOGLIKELIHOOD})
 
     def __init__(self, spec: ModelSpec) -> None:
         o = cast("VLLMOptions", spec.options)
@@ -115,6 +117,7 @@ class VLLMEngine(ModelAdapter):
         super().__init__(meta, tok)
         self._sampling = vllm.SamplingParams
         self._rendered: dict[tuple[str, str], list[int]] = {}
+        self._choices: dict[tuple[str, str, tuple[str, ...]], ChoiceIds] = {}
 
     def render(self, request: Request) -> list[int]:
         """The exact token ids sent for `request`: the same as `hf:` renders for the same tokenizer."""
@@ -122,6 +125,77 @@ class VLLMEngine(ModelAdapter):
 
     def prompt_tokens(self, request: Request) -> int:
         return len(self.render(request))
+
+    def choice_tokens(self, request: Request) -> int:
+        """Tokens of the longest choice, in context after the rendered prompt, as `hf:` counts them."""
+        return max((len(ids) for ids in self._choice_ids(request).ids), default=0)
+
+    def _choice_ids(self, request: Request) -> ChoiceIds:
+        return cached_choices(self._choices, self.hf_tok, self.use_chat, request)
+
+    def loglikelihood(self, requests: Sequence[Request]) -> list[Prediction]:
+        """Every choice as one prompt (the rendered ids, then the choice's ids as `hf:` takes them) in one engine call,
+        `prompt_logprobs=0, max_tokens=1`, in the order given so the prefix cache serves each document once.
+
+        vLLM skips its prefix cache for prompt log-probabilities unless told (`skip_reading_prefix_cache=False`); it
+        then computes them only for the positions after the cached blocks, so a choice whose first position fell in
+        a cached block (the prompt ends on a block boundary) is sent again without reading the cache."""
+        t0 = time.perf_counter()
+        rows: list[list[int]] = []
+        starts: list[int] = []  # per row: where its choice begins
+        spans: list[tuple[int, int]] = []  # per request: its rows [first, end)
+        for r in requests:
+            prompt, choices = self.render(r), self._choice_ids(r)
+            spans.append((len(rows), len(rows) + len(choices.ids)))
+            rows.extend(prompt + list(ids) for ids in choices.ids)
+            starts.extend(len(prompt) for _ in choices.ids)
+        scored = self._score_rows(rows, starts) if rows else []
+        seconds = (time.perf_counter() - t0) / max(1, len(requests))
+        preds = []
+        for r, (first, end) in zip(requests, spans, strict=True):
+            n = len(self.render(r))
+            if first == end:
+                preds.append(
+                    Prediction(status="error", prompt_tokens=n, error="loglikelihood: the request has no choices")
+                )
+                continue
+            mine = scored[first:end]
+            if any(not values for values, _, _ in mine):
+                error = "loglikelihood: a choice has no tokens"
+                preds.append(Prediction(status="error", prompt_tokens=n, error=error))
+                continue
+            data = {
+                "logprobs": [float(sum(values)) for values, _, _ in mine],
+                "choice_tokens": [len(values) for values, _, _ in mine],
+                "greedy": [all(flags) for _, flags, _ in mine],
+                "cached_tokens": mine[0][2],
+            }
+            preds.append(Prediction(prompt_tokens=n, completion_tokens=0, seconds=seconds, data=data))
+        return preds
+
+    def _score_rows(self, rows: list[list[int]], starts: list[int]) -> list[tuple[list[float], list[bool], int]]:
+        """Per row: the log-probability and greedy flag (rank 1) of each token from `starts[i]` on, and the tokens
+        vLLM's prefix cache served; rows whose first scored position was cached are sent again without the cache."""
+        got = self._engine_scores(rows, starts, read_cache=True)
+        again = [i for i, g in enumerate(got) if g is None]
+        if again:
+            redone = self._engine_scores([rows[i] for i in again], [starts[i] for i in again], read_cache=False)
+            for i, g in zip(again, redone, strict=True):
+                got[i] = g
+        return [g if g is not None else ([], [], 0) for g in got]
+
+    def _engine_scores(
+        self, rows: list[list[int]], starts: list[int], read_cache: bool
+    ) -> list[tuple[list[float], list[bool], int] | None]:
+        params = self._sampling(
+            max_tokens=1,
+            temperature=0.0,
+            prompt_logprobs=0,
+            detokenize=False,
+            skip_reading_prefix_cache=not read_cache,
+        )
+        outputs = self.llm.generate([{"prompt_token_ids": ids} for ids in rows], params, use_tqdm=False)
+        return [_choice_logprobs(out, start) for out, start in zip(outputs, starts, strict=True)]
 
     def sampling_params(self, request: Request) -> Any:
         """Greedy decoding with every penalty neutral, stopping at the end tokens `hf:` stops at."""
@@ -172,6 +246,22 @@ class VLLMEngine(ModelAdapter):
         if core is not None and hasattr(core, "shutdown"):
             core.shutdown()
         self.llm = None
+
+
+def _choice_logprobs(out: Any, start: int) -> tuple[list[float], list[bool], int] | None:
+    """The log-probability and rank-1 flag of each prompt token from `start` on, and the cached tokens; None when
+    the position before `start` was served from the cache (vLLM computed no log-probabilities there)."""
+    cached = int(out.num_cached_tokens or 0)
+    if cached >= start:
+        return None
+    ids = list(out.prompt_token_ids or [])
+    entries = out.prompt_logprobs or []
+    values, greedy = [], []
+    for p in range(start, len(ids)):
+        entry = entries[p][ids[p]]
+        values.append(float(entry.logprob))
+        greedy.append(int(entry.rank) == 1)
+    return values, greedy, cached
 
 
 def _runtime(vllm_config: Any) -> dict[str, Any]:

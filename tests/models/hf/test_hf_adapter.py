@@ -27,7 +27,7 @@ def test_adapter_records_metadata_and_measures_exact_prompt(tiny_llama_dir):
     meta = model.meta
     assert meta.kind == "hf" and meta.params and meta.params > 10_000 and len(meta.sha256) == 64
     assert meta.context_window == 400 and meta.dtype == "float32"
-    assert meta.capabilities == ["attention", "generate"] and meta.identity_sha256 == sha256_json(
+    assert meta.capabilities == ["attention", "generate", "loglikelihood"] and meta.identity_sha256 == sha256_json(
         portable_identity(meta)
     )
     assert model.identity == {

@@ -1,0 +1,170 @@
+"""Choices scored by log-likelihood after a prompt on a local causal LM (`hf:`; `longctx-eval serve`'s echo): the
+prompt is prefilled once (its prefix shared with the previous request reused from the PrefixCache), then each
+choice costs only its own tokens against that cache, which is cut back to the prompt after it.
+
+Tokenization at the prompt/choice boundary, as lm-eval does: a choice's tokens are those of (rendered prompt text +
+choice) after the prompt's own ids, when that tokenization begins with them; where the two merge across the
+boundary (a choice without its leading space after a prompt ending in a word), the choice is tokenized alone, so the
+scored ids always decode to prompt + choice (such choices are listed in `data.choice_tokenized_alone`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+CHOICE_CACHE = 64
+"""Requests whose choice tokenizations are kept: the runner measures a batch's requests, then sends them."""
+
+
+@dataclass(frozen=True)
+class ChoiceIds:
+    """The token ids of each choice as scored after the prompt, and which were tokenized alone (see module doc)."""
+
+    ids: tuple[tuple[int, ...], ...]
+    alone: tuple[int, ...] = ()
+
+
+def choice_ids(
+    hf_tok: Any, text: str, add_special_tokens: bool, prompt_ids: Sequence[int], choice: str
+) -> tuple[list[int], bool]:
+    """One choice's ids after `prompt_ids` (the tokenization of `text`), and whether they were taken in context."""
+    whole = hf_tok(text + choice, add_special_tokens=add_special_tokens)["input_ids"]
+    n = len(prompt_ids)
+    if whole[:n] == list(prompt_ids):
+        return list(whole[n:]), True
+    return list(hf_tok(choice, add_special_tokens=False)["input_ids"]), False
+
+
+def all_choice_ids(
+    hf_tok: Any, text: str, add_special_tokens: bool, prompt_ids: Sequence[int], choices: Sequence[str]
+) -> ChoiceIds:
+    """Every choice's ids after the prompt (see `choice_ids`)."""
+    pairs = [choice_ids(hf_tok, text, add_special_tokens, prompt_ids, c) for c in choices]
+    return ChoiceIds(tuple(tuple(ids) for ids, _ in pairs), tuple(i for i, (_, ok) in enumerate(pairs) if not ok))
+
+
+@dataclass(frozen=True)
+class Scores:
+    """Per choice: the summed log-probability of its tokens and whether every token was the argmax."""
+
+    logprobs: list[float]
+    greedy: list[bool]
+
+
+def prefill_last(model: Any, ids: Sequence[int], cache: Any, held: int, chunk: int | None) -> Any:
+    """Prefill `ids[held:]` into `cache` (which holds `ids[:held]`), in steps of `chunk` tokens when given; the
+    float32 log-probabilities at the last position (the distribution of the first token after `ids`)."""
+    import torch
+
+    device = _device(model)
+    start, n = held, len(ids)
+    step = chunk or (n - held)
+    logits = None
+    while start < n:
+        end = min(n, start + step)
+        x = torch.tensor([list(ids[start:end])], device=device)
+        out = model(input_ids=x, **{_cache_kw(model): cache}, use_cache=True, logits_to_keep=1)
+        logits = out.logits[0, -1]
+        start = end
+    assert logits is not None, "prefill_last needs at least one token to prefill"
+    return torch.log_softmax(logits.float(), dim=-1)
+
+
+def score_after_prefill(model: Any, last: Any, prompt_len: int, choices: Sequence[Sequence[int]], cache: Any) -> Scores:
+    """Each choice scored against `cache` holding the prompt (`last`: log-probabilities after it); the cache is cut
+    back to the prompt after every choice."""
+    import torch
+
+    device = _device(model)
+    logprobs: list[float] = []
+    greedy: list[bool] = []
+    top = int(last.argmax())
+    for ids in choices:
+        total = float(last[ids[0]])
+        best = top == ids[0]
+        if len(ids) > 1:
+            x = torch.tensor([list(ids[:-1])], device=device)
+            out = model(input_ids=x, **{_cache_kw(model): cache}, use_cache=True)
+            logp = torch.log_softmax(out.logits[0].float(), dim=-1)
+            target = torch.tensor(list(ids[1:]), device=device)
+            total += float(logp.gather(1, target[:, None]).sum())
+            best = best and bool((logp.argmax(-1) == target).all())
+            cache.crop(prompt_len - cache.get_seq_length())  # this transformers' crop takes minus the tokens to drop
+        logprobs.append(total)
+        greedy.append(best)
+    return Scores(logprobs, greedy)
+
+
+def score_full(model: Any, prompt_ids: Sequence[int], choices: Sequence[Sequence[int]]) -> Scores:
+    """Each choice scored by one plain forward of prompt + choice (no cache): the reference the cached path equals,
+    and the path for models whose cache cannot be cut back to the prompt."""
+    import torch
+
+    device = _device(model)
+    n = len(prompt_ids)
+    logprobs: list[float] = []
+    greedy: list[bool] = []
+    for ids in choices:
+        x = torch.tensor([list(prompt_ids) + list(ids)], device=device)
+        out = model(input_ids=x, logits_to_keep=len(ids) + 1)
+        logp = torch.log_softmax(out.logits[0, :-1].float(), dim=-1)  # positions n-1 .. n+len-2
+        target = torch.tensor(list(ids), device=device)
+        logprobs.append(float(logp.gather(1, target[:, None]).sum()))
+        greedy.append(bool((logp.argmax(-1) == target).all()))
+        assert logp.shape[0] == len(ids), (n, len(ids))
+    return Scores(logprobs, greedy)
+
+
+def prompt_token_logprobs(
+    model: Any, ids: Sequence[int], cache: Any, held: int, top_n: int, rows: int = 512
+) -> tuple[list[float], list[list[tuple[int, float]]], Any]:
+    """For `longctx-eval serve`'s echo: the log-probability of each of `ids[held+1:]` given what precedes it, the
+    `top_n` most likely ids at each of those positions, and the log-probabilities after the last id. The hidden
+    states of `ids[held:]` are computed into `cache` once; the vocabulary projection runs `rows` positions at a time,
+    so a long prompt never holds its full logits."""
+    import torch
+
+    device = _device(model)
+    x = torch.tensor([list(ids[held:])], device=device)
+    out = model.base_model(input_ids=x, **{_cache_kw(model.base_model): cache}, use_cache=True)
+    hidden = out.last_hidden_state[0]
+    head = model.get_output_embeddings()
+    targets = torch.tensor(list(ids[held + 1 :]) + [0], device=device)
+    logprobs: list[float] = []
+    tops: list[list[tuple[int, float]]] = []
+    last = None
+    for start in range(0, hidden.shape[0], rows):
+        logp = torch.log_softmax(_logits(model, head, hidden[start : start + rows]).float(), dim=-1)
+        got = logp.gather(1, targets[start : start + rows, None])[:, 0]
+        logprobs.extend(got.tolist())
+        if top_n > 0:
+            vals, idx = logp.topk(top_n, dim=-1)
+            tops.extend([list(zip(i, v, strict=True)) for i, v in zip(idx.tolist(), vals.tolist(), strict=True)])
+        else:
+            tops.extend([] for _ in range(got.shape[0]))
+        last = logp[-1]
+    return logprobs[:-1], tops[:-1], last
+
+
+def _logits(model: Any, head: Any, hidden: Any) -> Any:
+    """The model's logits of `hidden` (its final soft-capping applied where its config has one)."""
+    import torch
+
+    logits = head(hidden)
+    cap = getattr(getattr(model, "config", None), "final_logit_softcapping", None)
+    if cap:
+        logits = torch.tanh(logits / cap) * cap
+    return logits
+
+
+def _cache_kw(module: Any) -> str:
+    """The name a forward takes its KV cache under: `cache` (transformers 5.2x), `past_key_values` before (5.19)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(module.forward).parameters else "past_key_values"
+
+
+def _device(model: Any) -> Any:
+    return model.get_input_embeddings().weight.device
