@@ -21,6 +21,8 @@ class Requirement:
     """Model capabilities a task can run on: any one of `options`, preferred in order."""
 
     options: tuple[Capability, ...]
+    note: str = ""
+    """Why these options, when a task's arguments narrowed them (e.g. "for mode=choice"); shown in a skip."""
 
     def pick(self, capabilities: Iterable[str]) -> Capability | None:
         """The first option the model serves, or None."""
@@ -28,7 +30,8 @@ class Requirement:
         return next((o for o in self.options if o in caps), None)
 
     def describe(self) -> str:
-        return " or ".join(repr(o.value) for o in self.options)
+        text = " or ".join(repr(o.value) for o in self.options)
+        return f"{text} {self.note}" if self.note else text
 
 
 def any_of(*capabilities: str) -> Requirement:
@@ -68,6 +71,11 @@ class Task:
     """Differences of one metric between two slices (e.g. same- minus cross-paragraph recall), with CIs."""
     cluster_noun: str = "clusters"
     """What the samples' `metadata["cluster"]` names, plural ("haystacks", "documents"): shown beside n."""
+    requires: Requirement | None = None
+    """The capabilities this instance runs on where its arguments narrow the registered ones (coref's `mode=`);
+    the runner picks the served capability from these."""
+    prompts: Mapping[str, Callable[[Sample], Request | Sequence[Request]]] = field(default_factory=dict)
+    """A prompt per capability whose requests differ from `prompt`'s (a coref system: one request per document)."""
 
     def primary_metric(self, capability: str | None = None) -> Metric:
         """The metric leaderboards show for a run through `capability`."""
@@ -78,9 +86,10 @@ class Task:
         """The dataset, built now if it is lazy."""
         return self.dataset() if callable(self.dataset) else self.dataset
 
-    def requests(self, sample: Sample) -> list[Request]:
-        """The requests of one sample, numbered by `part` (a prompt may return one request or several)."""
-        out = self.prompt(sample)
+    def requests(self, sample: Sample, capability: str | None = None) -> list[Request]:
+        """The requests of one sample as `capability` is served them (`prompts`, else `prompt`), numbered by `part`."""
+        prompt = self.prompts.get(str(capability), self.prompt) if capability is not None else self.prompt
+        out = prompt(sample)
         reqs = [out] if isinstance(out, Request) else list(out)
         return [r if r.part == i else _with_part(r, i) for i, r in enumerate(reqs)]
 

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from data_builders.coref.splits import litbank
-from longctx_eval import Task, Tokenizer, any_of, between, task
+from longctx_eval import Task, Tokenizer, any_of, task
 
-from ._coref import CorefConfig, CorefKit, coref_metrics, corpus_samples
+from ._coref import PROTOCOL_BOUNDS, CorefKit, corpus_samples, protocol
 
 
 @task(
     name="coref_litbank",
-    version="1",
-    requires=any_of("coref", "generate"),
+    version="2",
+    requires=any_of("coref", "loglikelihood", "generate"),
     default_lengths=[8192],
     description="LitBank fold-0 test docs in a haystack: CoNLL F1, LEA, BLANC, Span-EM by distance and window",
-    bounds={"batch": between(1, 1000)},
+    bounds=PROTOCOL_BOUNDS,
 )
 def coref_litbank(
     lengths: list[int],
@@ -23,12 +23,11 @@ def coref_litbank(
     split: str = "test",
     fold: int = 0,
     batch: int = 10,
+    mode: str = "choice",
+    asked: int = 20,
+    candidates: int = 5,
+    window: int = 1024,
 ) -> Task:
-    kit = CorefKit(CorefConfig(batch=batch), tokenizer)
-    return Task(
-        dataset=lambda: corpus_samples(kit, litbank(split, fold), lengths, seed),
-        prompt=kit.prompt,
-        scorer=kit.scorer,
-        metrics=coref_metrics(),
-        oracle=kit.oracle,
-    )
+    """`mode`: choice (log-likelihood) or generate; `asked`: mentions asked per document (0: all); docs/coref.md."""
+    kit = CorefKit(protocol(mode, asked, candidates, batch, window), tokenizer)
+    return Task(dataset=lambda: corpus_samples(kit, litbank(split, fold), lengths, seed), **kit.task_parts())

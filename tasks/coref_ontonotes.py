@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from data_builders.coref.splits import ONTONOTES_HELP, ontonotes, ontonotes_location
-from longctx_eval import Task, Tokenizer, any_of, between, task
+from longctx_eval import Task, Tokenizer, any_of, task
 from longctx_eval.errors import TaskUnavailable
 
-from ._coref import CorefConfig, CorefKit, coref_metrics, corpus_samples
+from ._coref import PROTOCOL_BOUNDS, CorefKit, corpus_samples, protocol
 
 
 @task(
     name="coref_ontonotes",
-    version="1",
-    requires=any_of("coref", "generate"),
+    version="2",
+    requires=any_of("coref", "loglikelihood", "generate"),
     default_lengths=[4096],
     description="OntoNotes 5.0 test docs (your LDC copy, path=) in a haystack: CoNLL F1, LEA, BLANC, Span-EM",
-    bounds={"batch": between(1, 1000)},
+    bounds=PROTOCOL_BOUNDS,
 )
 def coref_ontonotes(
     lengths: list[int],
@@ -25,16 +25,16 @@ def coref_ontonotes(
     split: str = "test",
     language: str = "english",
     batch: int = 10,
+    mode: str = "choice",
+    asked: int = 20,
+    candidates: int = 5,
+    window: int = 1024,
 ) -> Task:
     """`path`: the CoNLL-2012 files (folder, file or glob); else $LONGCTX_ONTONOTES; else the task is skipped."""
     where = ontonotes_location(path)
     if where is None:
         raise TaskUnavailable(ONTONOTES_HELP)
-    kit = CorefKit(CorefConfig(batch=batch), tokenizer)
+    kit = CorefKit(protocol(mode, asked, candidates, batch, window), tokenizer)
     return Task(
-        dataset=lambda: corpus_samples(kit, ontonotes(where, split, language), lengths, seed),
-        prompt=kit.prompt,
-        scorer=kit.scorer,
-        metrics=coref_metrics(),
-        oracle=kit.oracle,
+        dataset=lambda: corpus_samples(kit, ontonotes(where, split, language), lengths, seed), **kit.task_parts()
     )

@@ -2,8 +2,9 @@
 
 Each row holds its full text and its gold clusters three ways: word spans (inclusive, as in CoNLL files
 and the coref tasks' gold), character spans into `text` and token spans in the dataset's tokenizer (both
-half-open). The documents come from `coref_documents`, the generator the coref tasks use, so a dataset
-built with `--source synthetic --seed S` holds the texts and gold of the tasks run with seed S.
+half-open). The documents come from `coref_documents`, the generator the coref tasks use, here built to the
+length itself (L = the unmarked document's tokens); the tasks build the same documents shorter, so that their
+whole marked prompt fits L (docs/coref.md).
 """
 
 from __future__ import annotations
@@ -112,9 +113,8 @@ The coref tasks report the CoNLL F1 (mean of MUC, B-cubed and CEAF-e F1, counts 
 as the official CoNLL-2012 scorer v8.01), LEA, BLANC, CEAF-m, mention F1, and Span-EM and link recall by
 antecedent distance and context window. `longctx_eval.metrics.coref.score_clusters` computes them from
 `clusters` and a system's clusters; `longctx-eval coref-score KEY.conll RESPONSE.conll` does it for CoNLL
-files. Generative models are asked, in batches of mentions, for each marked mention's closest earlier
-mention of the same entity (prompt in docs/coref.md); the answers are closed into clusters and scored
-the same way.
+files. Language models are asked about sampled marked mentions, choosing the antecedent among candidates by
+log-likelihood or answering `N: M` (prompts in docs/coref.md); the answers are scored the same way.
 """
 
 

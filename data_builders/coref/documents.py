@@ -9,12 +9,13 @@ a tokenizer's tokens.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from data_builders.coref.conll import CorefDocument
 from data_builders.coref.haystack import LongDoc, as_long, measure, render, stretch
 from data_builders.coref.splits import Corpus
 from data_builders.coref.synthetic import GENERATOR_VERSION, synthetic_document
@@ -24,6 +25,8 @@ from longctx_eval.hashing import sha256_json
 from longctx_eval.text.tokenizer import Tokenizer
 
 Span = tuple[int, int]
+MIN_SYNTHETIC_TOKENS = 16
+"""The shortest synthetic narrative (`synthetic_document`'s least target)."""
 
 
 @dataclass(frozen=True)
@@ -60,14 +63,25 @@ def sample_stem(name: str, doc_id: str) -> str:
     return doc_id
 
 
+Fit = Callable[[Callable[[int], StretchedDoc], int, int], StretchedDoc | None]
+"""How a document meets a length: given `at(target)` (the document built to `target` tokens), the length and the
+fewest tokens it can have, the document to use or None (skipped). Default: built to the length itself."""
+
+
+def _default_fit(at: Callable[[int], StretchedDoc], length: int, floor: int) -> StretchedDoc | None:
+    return at(length) if floor <= length else None
+
+
 def corpus_documents(
     corpus: Corpus,
     lengths: Sequence[int],
     seed: int,
     source: str | HaystackSource = "synthetic",
     tokenizer: Tokenizer | None = None,
+    fit: Fit | None = None,
 ) -> Iterator[StretchedDoc]:
-    """Each corpus document stretched with haystack prose to each target length it fits in (longer: skipped)."""
+    """Each corpus document stretched with haystack prose to each target length it fits in (longer: skipped);
+    `fit` chooses the stretch target (a task whose prompt adds tokens around the document stretches it less)."""
     src = get_source(source) if isinstance(source, str) else source
     stems: dict[str, str] = {}
     for doc in corpus.documents:
@@ -78,27 +92,44 @@ def corpus_documents(
                 "expected each document once"
             )
         stems[stem] = f"{doc.path}:{doc.line}"
+    # the key's own scheme decides: a file that annotates singletons keeps the system's too (a user's OntoNotes-
+    # layout file with singletons is not scored against system output that has had them dropped)
+    singletons = corpus.singletons or any(len(c) == 1 for d in corpus.documents for c in d.clusters)
     for length in lengths:
         for doc in corpus.documents:
-            if measure(as_long(doc), tokenizer) > length:
-                continue  # the document alone is longer than this stratum
-            long = stretch(doc, length, src, seed_for(seed, doc.name, length), tokenizer)
             meta = {"target_tokens": length, "doc": doc.doc_id, "corpus": corpus.name, "split": corpus.split,
                     "seed": seed, "source": src.name, "source_sha256": src.sha256}  # fmt: skip
-            yield StretchedDoc(long, f"{sample_stem(doc.name, doc.doc_id)}@{length}", corpus.singletons, meta)
+            sample_id = f"{sample_stem(doc.name, doc.doc_id)}@{length}"
+
+            def at(
+                target: int, doc: CorefDocument = doc, length: int = length, meta: dict = meta, sid: str = sample_id
+            ) -> StretchedDoc:
+                long = stretch(doc, target, src, seed_for(seed, doc.name, length), tokenizer)
+                return StretchedDoc(long, sid, singletons, meta)
+
+            got = (fit or _default_fit)(at, length, measure(as_long(doc), tokenizer))
+            if got is not None:
+                yield got
 
 
 def synthetic_documents(
-    lengths: Sequence[int], seed: int, per_length: int, tokenizer: Tokenizer | None = None
+    lengths: Sequence[int], seed: int, per_length: int, tokenizer: Tokenizer | None = None, fit: Fit | None = None
 ) -> Iterator[StretchedDoc]:
-    """`per_length` synthetic narratives of each target length, their person chains as gold (singletons kept)."""
+    """`per_length` synthetic narratives of each target length, their person chains as gold (singletons kept);
+    `fit` chooses the length each is written to (a shorter target writes a prefix of the same narrative)."""
     for length in lengths:
         for rep in range(per_length):
             name = f"synthetic-L{length}-r{rep}"
-            long = synthetic_document(length, seed_for(seed, length, rep), tokenizer, name=name)
             meta = {"target_tokens": length, "doc": name, "corpus": "synthetic", "seed": seed,
                     "generator_version": GENERATOR_VERSION}  # fmt: skip
-            yield StretchedDoc(long, name, True, meta)
+
+            def at(target: int, length: int = length, rep: int = rep, nm: str = name, md: dict = meta) -> StretchedDoc:
+                long = synthetic_document(target, seed_for(seed, length, rep), tokenizer, name=nm)
+                return StretchedDoc(long, nm, True, md)
+
+            got = (fit or _default_fit)(at, length, MIN_SYNTHETIC_TOKENS)
+            if got is not None:
+                yield got
 
 
 def rendered(long: LongDoc, tokenizer: Tokenizer | None = None) -> Rendered:

@@ -2,7 +2,10 @@
 
 Either file may be CoNLL-2012 (OntoNotes), LitBank or OntoGUM-upstream layout. Documents are matched by
 name (the text after `#begin document`); key documents missing from the response score as empty and
-response documents missing from the key are ignored, as the official scorer does. Registered on the CLI
+response documents missing from the key are ignored, as the official scorer does. Singletons get the key's
+treatment on both sides (`--singletons auto`, the default): a key that annotates none (the OntoNotes scheme) has
+the response's singletons dropped before scoring, a key that has some keeps the response's; `keep` scores the
+files as they are, as the official scorer does. Registered on the CLI
 through the `longctx_eval.commands` entry point (`add_parser`); also runnable as
 `python -m data_builders.coref.score_command KEY RESPONSE`.
 """
@@ -42,14 +45,37 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         action="store_true",
         help=f"refuse, as the official scorer does, when more than {MAX_REPEATS} response mentions repeat",
     )
+    p.add_argument(
+        "--singletons",
+        choices=SINGLETON_RULES,
+        default="auto",
+        help="auto (default): drop the response's singletons when the key has none; keep: score both as they are; "
+        "drop: drop singletons from both",
+    )
     p.set_defaults(func=cmd_coref_score)
     return p
 
 
-def score_files(key: Path, response: Path, strict_repeats: bool = False) -> dict:
-    """Scores, summed counts and document bookkeeping for a key and a response file."""
+SINGLETON_RULES = ("auto", "keep", "drop")
+
+
+def _without_singletons(clusters: Sequence[Sequence]) -> list:
+    return [c for c in clusters if len(c) > 1]
+
+
+def score_files(key: Path, response: Path, strict_repeats: bool = False, singletons: str = "auto") -> dict:
+    """Scores, summed counts and document bookkeeping for a key and a response file.
+
+    `singletons`: auto drops the response's singletons when no key document has one (the key's scheme annotates
+    none), keep leaves both files as they are (the official scorer), drop removes them from both.
+    """
+    if singletons not in SINGLETON_RULES:
+        raise LongctxError(f"singletons={singletons!r}: expected one of {', '.join(SINGLETON_RULES)}")
     key_docs = read_conll(key)
     resp_docs = {d.name: d for d in read_conll(response)}
+    key_has = any(len(c) == 1 for d in key_docs for c in d.clusters)
+    drop_response = singletons == "drop" or (singletons == "auto" and not key_has)
+    dropped = 0
     per_doc = []
     for doc in key_docs:
         other = resp_docs.get(doc.name)
@@ -58,7 +84,12 @@ def score_files(key: Path, response: Path, strict_repeats: bool = False) -> dict
                 f"{response}:{other.line}: document {doc.name!r} has {len(other.tokens)} tokens but the key "
                 f"({key}:{doc.line}) has {len(doc.tokens)}; expected the key's tokenization"
             )
-        per_doc.append(document_counts(list(doc.clusters), list(other.clusters) if other else []))
+        key_side = _without_singletons(doc.clusters) if singletons == "drop" else list(doc.clusters)
+        resp_side = list(other.clusters) if other else []
+        if drop_response:
+            dropped += len(resp_side) - len(_without_singletons(resp_side))
+            resp_side = _without_singletons(resp_side)
+        per_doc.append(document_counts(key_side, resp_side))
     total = sum_counts(per_doc)
     if strict_repeats and total["repeats"] > MAX_REPEATS:
         raise LongctxError(
@@ -74,6 +105,7 @@ def score_files(key: Path, response: Path, strict_repeats: bool = False) -> dict
         "ignored_response_documents": sorted(resp_docs.keys() - names),
         "scores": scores_from_counts(total),
         "counts": total,
+        "singletons": {"rule": singletons, "key_has_singletons": key_has, "response_singletons_dropped": dropped},
     }
 
 
@@ -94,6 +126,9 @@ def _table(result: dict) -> str:
         notes.append(f"{len(result['ignored_response_documents'])} response document(s) not in the key (ignored)")
     if c["repeats"]:
         notes.append(f"{int(c['repeats'])} repeated response mention(s) dropped")
+    if result["singletons"]["response_singletons_dropped"]:
+        n = result["singletons"]["response_singletons_dropped"]
+        notes.append(f"{n} response singleton(s) dropped: the key annotates none (--singletons keep scores them)")
     return "\n".join([*lines, "; ".join(notes)])
 
 
@@ -106,7 +141,12 @@ def _blanc_detail(c: dict) -> str:
 
 def cmd_coref_score(args: argparse.Namespace) -> int:
     """Print the scores of RESPONSE against KEY as a table or JSON; 0 on success."""
-    result = score_files(args.key, args.response, strict_repeats=getattr(args, "strict_repeats", False))
+    result = score_files(
+        args.key,
+        args.response,
+        strict_repeats=getattr(args, "strict_repeats", False),
+        singletons=getattr(args, "singletons", "auto"),
+    )
     if args.json:
         out = {
             **{k: v for k, v in result.items() if k not in ("scores", "counts")},

@@ -55,28 +55,43 @@ def _check_split(split: str) -> None:
         raise ConfigError(f"unknown split {split!r}.{did_you_mean(split, SPLITS)}")
 
 
+CORPUS_ALL = "all"
+"""`split=all`: every document of a corpus once (LitBank: the test lists of its 10 folds; OntoGUM: its 3 splits)."""
+
+
 def litbank(split: str = "test", fold: int = 0, root: Path | None = None) -> Corpus:
-    """LitBank documents of one split of one of its 10 fixed folds (later work uses fold 0)."""
-    _check_split(split)
+    """LitBank documents of one split of one of its 10 fixed folds (later work uses fold 0), or with `split="all"`
+    all 100 documents (each fold's test list: every document is in exactly one), in file-name order."""
+    if split != CORPUS_ALL:
+        _check_split(split)
     if not 0 <= fold <= 9:
         raise ConfigError(f"LitBank fold must be 0..9, got {fold!r}")
     base = (root or data_root()) / "litbank"
-    ids_file = base / "splits" / "litbank_tenfold_splits" / str(fold) / f"{split}.ids"
-    if not ids_file.is_file():
-        raise PrerequisiteError(f"{ids_file} is missing; expected LitBank's fold lists under {base / 'splits'}")
-    stems = [s.strip().removesuffix(".tsv") for s in ids_file.read_text(encoding="utf-8").split() if s.strip()]
+    folds = range(10) if split == CORPUS_ALL else (fold,)
+    stems: list[str] = []
+    for k in folds:
+        ids_file = (
+            base / "splits" / "litbank_tenfold_splits" / str(k) / f"{'test' if split == CORPUS_ALL else split}.ids"
+        )
+        if not ids_file.is_file():
+            raise PrerequisiteError(f"{ids_file} is missing; expected LitBank's fold lists under {base / 'splits'}")
+        stems += [s.strip().removesuffix(".tsv") for s in ids_file.read_text(encoding="utf-8").split() if s.strip()]
+    if split == CORPUS_ALL:
+        stems = sorted(set(stems))
     docs = []
     for stem in stems:
         path = base / "coref" / "conll" / f"{stem}.conll"
         if not path.is_file():
-            raise DataError(f"{ids_file}: document {stem!r} has no file {path}")
+            raise DataError(f"{base / 'splits'}: document {stem!r} has no file {path}")
         docs.extend(read_conll(path))
     return Corpus("litbank", split, tuple(docs), singletons=True)
 
 
 def ontogum(split: str = "test", root: Path | None = None) -> Corpus:
-    """OntoGUM documents (CoNLL-2012 layout) of GUM's official train/dev/test split."""
-    _check_split(split)
+    """OntoGUM documents (CoNLL-2012 layout) of GUM's official train/dev/test split, or with `split="all"` every
+    document it has (all three splits: a model that was not trained on GUM may be evaluated on each)."""
+    if split != CORPUS_ALL:
+        _check_split(split)
     base = (root or data_root()) / "ontogum"
     table = base / "docs.tsv"
     if not table.is_file():
@@ -85,7 +100,7 @@ def ontogum(split: str = "test", root: Path | None = None) -> Corpus:
         rows = list(csv.DictReader(fh, delimiter="\t"))
     docs = []
     for row in rows:
-        if row.get("split") == split:
+        if split == CORPUS_ALL or row.get("split") == split:
             docs.extend(read_conll(base / "conll2012" / f"{row['doc']}.conll"))
     if not docs:
         raise DataError(f"{table}: no document in split {split!r}")

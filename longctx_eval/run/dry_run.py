@@ -247,11 +247,16 @@ def _task_row(
         return DryRow(spec.name, info.name, skipped=f"model lacks capability {info.requires.describe()}")
     with status(f"building {info.name} samples"):
         built = plan_samples(plan, config.seed, adapter.tokenizer, shard=config.shard)
+    narrowed = built.task.requires  # as the runner: the task's arguments may narrow what it runs on
+    if narrowed is not None:
+        capability = narrowed.pick(adapter.capabilities)
+        if capability is None:
+            return DryRow(spec.name, info.name, skipped=f"model lacks capability {narrowed.describe()}")
     todo, done = [], 0
     for group in built.groups:  # as the runner: each argument group through the task built for it
         bound = adapter.bind(group.task, group.samples)
         for s in group.samples:
-            for r in group.task.requests(s):
+            for r in group.task.requests(s, capability):
                 key = prediction_key(info.name, info.version, f"{s.id}#{r.part}", r, adapter.identity)
                 held = done_keys.get(key)
                 if isinstance(held, Mapping) and held.get("status") != "error":  # failed ones are redone

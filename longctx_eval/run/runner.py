@@ -16,7 +16,14 @@ from typing import Any
 
 from longctx_eval.atomic_io import atomic_write_text, ensure_dir
 from longctx_eval.capability import Capability
-from longctx_eval.errors import ConfigError, LongctxError, ModelFileError, OutputError, TaskUnavailable
+from longctx_eval.errors import (
+    ConfigError,
+    DataError,
+    LongctxError,
+    ModelFileError,
+    OutputError,
+    TaskUnavailable,
+)
 from longctx_eval.hashing import sha256_text
 from longctx_eval.models.base import ModelAdapter
 from longctx_eval.models.loader import load_model
@@ -51,7 +58,8 @@ class ModelOutcome:
     failed: list[str] = field(default_factory=list)
     """'task: reason' of each task that crashed or whose every request failed (the run exits non-zero)."""
     bad_input: bool = False
-    """The model was refused for its spec or its files (a ConfigError, a ModelFileError): the run exits 2."""
+    """The model was refused for its spec or its files, or a task for its arguments or data (a ConfigError,
+    DataError, ModelFileError): the run exits 2."""
 
 
 def run_models(plans: Sequence[tuple[ModelSpec, Sequence[TaskPlan]]], config: RunConfig) -> list[ModelOutcome]:
@@ -95,6 +103,7 @@ def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> 
                 console.print(f"[yellow]warning[/yellow] {console_text(warning)}", highlight=False)
             skipped: list[Skipped] = []
             task_errors: list[str] = []
+            bad_input = False  # a task refused its arguments or its data files: the run exits 2
             crashed: list[str] = []
             stopped: str | None = None
             for plan in tasks:
@@ -110,6 +119,7 @@ def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> 
                 except LongctxError as exc:  # one task's bug never costs the model's other tasks
                     console.print(f"[red]error[/red] {console_text(f'{name}: {exc}')}", highlight=False)
                     task_errors.append(f"{name}: {exc}")
+                    bad_input = bad_input or isinstance(exc, (ConfigError, DataError, ModelFileError))
                     skip = Skipped(task=name, reason=str(exc), kind="error")
                 except Exception as exc:  # a crash (a bug, a library's error) costs this task only, never the file
                     skip = _crashed(run_dir, name, exc)
@@ -139,7 +149,7 @@ def run_model(spec: ModelSpec, tasks: Sequence[TaskPlan], config: RunConfig) -> 
     failed = crashed + [
         f"{t.name}: failed: {failure_summary(t.failures)}" for t in report.run.tasks if t.name in ran and task_failed(t)
     ]
-    return ModelOutcome(spec, run_dir / "run.json", errors, skipped, stopped, failed)
+    return ModelOutcome(spec, run_dir / "run.json", errors, skipped, stopped, failed, bad_input=bad_input)
 
 
 CRASH_LOGS = "logs"
@@ -224,6 +234,7 @@ def _run_task(
     if refusal is not None:
         return Skipped(task=info.name, reason=refusal, kind="capability")
     started = now_iso()
+    t0 = time.perf_counter()  # the entry's seconds: building the samples and serving them (the task's wall time)
     try:
         with status(f"building {info.name} samples"):
             built = plan_samples(plan, config.seed, adapter.tokenizer, shard=config.shard)
@@ -238,8 +249,18 @@ def _run_task(
                 highlight=False,
                 markup=False,
             )
+    narrowed = built.task.requires  # the task's arguments may narrow what it runs on (coref's mode=)
+    if narrowed is not None:
+        capability = narrowed.pick(adapter.capabilities)
+        if capability is None:
+            serves = ", ".join(sorted(adapter.capabilities))
+            reason = f"model lacks capability {narrowed.describe()} (it serves {serves})"
+            return Skipped(task=info.name, reason=reason, kind="capability")
+        refusal = adapter.unsupported(capability)
+        if refusal is not None:
+            return Skipped(task=info.name, reason=refusal, kind="capability")
     samples = built.samples
-    requests = [g.task.requests(s) for g in built.groups for s in g.samples]
+    requests = [g.task.requests(s, capability) for g in built.groups for s in g.samples]
     keys = [
         [prediction_key(info.name, info.version, f"{s.id}#{r.part}", r, adapter.identity) for r in reqs]
         for s, reqs in zip(samples, requests, strict=True)
@@ -266,7 +287,6 @@ def _run_task(
     manifest.tasks[info.name] = entry
     manifest.skipped.pop(info.name, None)  # an earlier run's skip no longer explains this task
     write_manifest(run_dir, manifest)
-    t0 = time.perf_counter()
     warnings: list[str] = []
     start = 0
     for group in built.groups:  # each argument group is served with the task built for it
@@ -312,7 +332,7 @@ def _generate(
     total = sum(len(ks) for ks in keys)
     if len(todo) < total:
         console.print(f"{name}: {total - len(todo)} of {total} predictions already done (resumed)", markup=False)
-    measured = [(i, r, bound.prompt_tokens(r)) for i, r in todo]
+    measured = [(i, r, bound.prompt_tokens(r)) for i, r in todo]  # a coref system's one request has no prompt
     is_over = [capability.windowed and not bound.fits(r, n) for _, r, n in measured]
     over = [m for m, o in zip(measured, is_over, strict=True) if o]
     warnings = _over_window_warning(name, adapter, samples, requests, over)
@@ -339,7 +359,8 @@ def _generate(
                 r: Request, pred: Prediction, batch: list = batch, early: set[int] = early, number: int = number
             ) -> None:
                 i, n = next((i, n) for i, x, n in batch if x is r)
-                _save(store, keys[i][r.part], info, samples[i], r, capability, replace(pred, prompt_tokens=n), number)
+                pred = replace(pred, prompt_tokens=n or pred.prompt_tokens)
+                _save(store, keys[i][r.part], info, samples[i], r, capability, pred, number)
                 early.add(id(r))
 
             bound.on_prediction = arrived
@@ -351,7 +372,7 @@ def _generate(
                 budget.after(adapter.meta.spec, bounds, preds)
             for (i, r, n), pred in zip(batch, preds, strict=True):
                 if id(r) not in early:
-                    pred = replace(pred, prompt_tokens=n)
+                    pred = replace(pred, prompt_tokens=n or pred.prompt_tokens)
                     _save(store, keys[i][r.part], info, samples[i], r, capability, pred, number)
             bar.advance(job, len(batch))
     return warnings
@@ -415,6 +436,7 @@ def _save(
         "max_new_tokens": request.max_new_tokens,
         "capability": cap.value,
         "part": request.part,
+        "saved": now_iso(),  # a prediction saved before its task's run started was resumed (scoring/prediction_origins)
     }
     if batch is not None:  # the runner batch it was served in (never sent: none)
         extra["batch"] = batch

@@ -60,9 +60,9 @@ def test_task_errors_crashes_and_skips_with_markup_in_their_messages_print_as_te
     ]
     code = main(["run", "--model", "oracle", "--tasks", "cfg_boom,crash_boom,gone_task", *task_args, *args])
     err = capsys.readouterr().err
-    assert code == 1, err  # a task error: the run says so and keeps going
+    assert code == 2, err  # a task refused its arguments (ConfigError): bad input, and the run keeps going
     lines = err.splitlines()
-    assert "oracle: OracleAdapter, serves attention, coref, generate, retrieve" in lines, err
+    assert "oracle: OracleAdapter, serves attention, coref, generate, loglikelihood, retrieve" in lines, err
     assert "error cfg_boom: [red]boom[/red] [/]" in lines, err
     log = out / "oracle" / "logs" / "crash_boom.log"
     assert f"crashed crash_boom: RuntimeError: [bold]crash[/bold] [/] \\ (traceback in {log})" in lines, err

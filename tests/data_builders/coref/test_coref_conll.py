@@ -68,6 +68,10 @@ def test_splits() -> None:
     assert sum(len(d.tokens) for d in litbank("test", 0).documents) == 20_638
     assert [len(ontogum(s).documents) for s in ("train", "dev", "test")] == [114, 18, 18]
     assert not ontogum("test").singletons and litbank("test").singletons
+    every = litbank("all").documents  # the 10 folds' test lists: each of the 100 documents once
+    assert len(every) == 100 == len({d.name for d in every})
+    assert {d.name for d in litbank("test", 3).documents} <= {d.name for d in every}
+    assert len(ontogum("all").documents) == 114 + 18 + 18
 
 
 DOC = """#begin document (t); part 000

@@ -96,9 +96,9 @@ def test_task_builds_and_scores_samples_from_the_users_files(
     args = {"path": str(tree)} if via == "arg" else {}
     if via == "env":
         monkeypatch.setenv("LONGCTX_ONTONOTES", str(tree))
-    task = info.build(args, lengths=[64], seed=0, tokenizer=None)
+    task = info.build(args, lengths=[256], seed=0, tokenizer=None)
     samples = list(task.samples())
-    assert [s.id for s in samples] == ["bc/cctv/00/cctv_0001@64", "bc/cctv/00/cctv_0001-p001@64"]
+    assert [s.id for s in samples] == ["bc/cctv/00/cctv_0001@256", "bc/cctv/00/cctv_0001-p001@256"]
     assert all(s.metadata["corpus"] == "ontonotes" and s.metadata["split"] == "test" for s in samples)
     for s in samples:
         assert task.scorer(s, task.oracle(s))["conll_doc"] == 1.0
@@ -112,7 +112,7 @@ def test_run_records_the_skip_and_runs_with_task_arg(tree: Path, tmp_path: Path,
     from longctx_eval.cli import main
 
     out = tmp_path / "runs"
-    base = ["run", "--model", "oracle", "--tasks", "coref_ontonotes", "--lengths", "64", "--out", str(out)]
+    base = ["run", "--model", "oracle", "--tasks", "coref_ontonotes", "--lengths", "256", "--out", str(out)]
     assert main(base) == 0
     run = json.loads((out / "oracle" / "run.json").read_text())
     (skip,) = run["skipped"]

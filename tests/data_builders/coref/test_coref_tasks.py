@@ -85,12 +85,14 @@ def test_mark_mentions_nests(coref: ModuleType) -> None:
 
 
 def test_kit_prompt_oracle_and_generative_scoring(coref: ModuleType) -> None:
-    kit = coref.CorefKit(coref.CorefConfig(batch=2))
+    kit = coref.CorefKit(coref.CorefConfig(batch=2, mode="generate"))
     sample = kit.sample(as_long(_doc()), "t@1", singletons=False, metadata={"target_tokens": 100})
     requests = kit.prompt(sample)
     assert len(requests) == 3  # 7 mentions, ids 2..7 asked in batches of 2
+    assert sample.gold["asked"] == [2, 3, 4, 5, 6, 7] and not sample.gold["sampled"]
     assert "[1 Mary Jones] met [2 Mr Brown]. [3 She] thanked [4 him]" in requests[0].prompt
-    assert requests[0].prompt.endswith("Answers:\n2:") and requests[0].extra["ask"] == [2, 3]
+    assert requests[0].prompt.endswith("Answers:\n2:") and "\n2: Mr Brown\n3: She\n" in requests[0].prompt
+    assert len({r.prompt[: r.prompt.index("For each mention")] for r in requests}) == 1  # one shared prefix
     oracle = kit.scorer(sample, kit.oracle(sample))
     assert oracle["conll_doc"] == 1.0 and oracle["span_em_n"] == oracle["span_em_d"] == 4
     # A generative model answering every mention right, in three parts.
@@ -100,13 +102,13 @@ def test_kit_prompt_oracle_and_generative_scoring(coref: ModuleType) -> None:
     pred = Prediction(parts=tuple(Prediction(text=a) for a in answers))
     good = kit.scorer(sample, pred)
     assert good["conll_doc"] == 1.0 and good["malformed_n"] == 0 and good["asked_d"] == 6
-    # An over-length part answers nothing; malformed answers are counted and link nothing.
+    # A failed (over-length) part answers nothing and stays in the denominator, as malformed answers do.
     bad = Prediction(
         parts=(Prediction(text="2: 2\n3: 9"), Prediction(status="over_length"), Prediction(text="6: 1\n7: 3"))
     )
     score = kit.scorer(sample, bad)
     # Clusters {1, 6} and {3, 7}: only "Mary" (7 -> 3, "She") gets an antecedent of its gold entity.
-    assert score["malformed_n"] == 2 and score["asked_d"] == 4 and score["span_em_n"] == 1
+    assert score["malformed_n"] == 4 and score["asked_d"] == 6 and score["span_em_n"] == 1
 
 
 def test_kit_measures_links_in_model_tokens(coref: ModuleType, minilm_tokenizer) -> None:  # noqa: ANN001
@@ -130,9 +132,8 @@ def test_baseline_adapter_serves_coref(coref: ModuleType) -> None:
     adapter = load_model(parse_spec("coref:baseline?window=20"))
     kit = coref.CorefKit()
     sample = kit.sample(synthetic_document(300, seed=2), "s", singletons=True, metadata={"target_tokens": 300})
-    preds = adapter.predict_clusters(kit.prompt(sample))
-    assert all(p.data == preds[0].data for p in preds)
-    assert kit.scorer(sample, Prediction(parts=tuple(preds)))["conll_doc"] > 0.5
+    (pred,) = adapter.predict_clusters([kit.system_request(sample)])  # one request per document
+    assert kit.scorer(sample, Prediction(parts=(pred,)))["conll_doc"] > 0.5
     with pytest.raises(Exception, match="expected coref:baseline"):
         parse_spec("coref:maverick")
 
@@ -142,7 +143,7 @@ def test_runner_end_to_end_and_rescore(tmp_path: Path) -> None:
 
     out = tmp_path / "runs"
     for model in ("coref:baseline", "oracle"):
-        assert main(["run", "--model", model, "--tasks", "coref_synthetic", "--lengths", "256", "--limit", "1",
+        assert main(["run", "--model", model, "--tasks", "coref_synthetic", "--lengths", "512", "--limit", "1",
                      "--out", str(out)]) == 0  # fmt: skip
     runs = {p.parent.name: json.loads(p.read_text()) for p in out.glob("*/run.json")}
     oracle = {r["metric"]: r["value"] for r in runs["oracle"]["tasks"][0]["results"] if r["length"] is None}
