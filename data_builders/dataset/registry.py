@@ -23,6 +23,7 @@ BUILTIN_MODULES: tuple[str, ...] = (
     "data_builders.coref.builder",
     "data_builders.cross_paragraph.builder",
     "data_builders.retrieval.builder",
+    "data_builders.mrcr.builder",
 )
 ENTRY_POINT_GROUP = "longctx_eval.builders"
 _NAME = re.compile(r"^[a-z][a-z0-9_]*$")
