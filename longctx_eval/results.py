@@ -109,6 +109,20 @@ class Throughput(_Strict):
         description="hf on CUDA: the highest peak allocated device memory of a request (MiB, summed "
         "over the model's GPUs); null on the CPU",
     )
+    computed: int | None = Field(
+        default=None, ge=0, description="predictions served by the run that wrote this file; null when unknown"
+    )
+    resumed: int | None = Field(
+        default=None,
+        ge=0,
+        description="predictions an earlier run of the folder wrote (resumed): their seconds were measured then",
+    )
+    cached: int | None = Field(
+        default=None,
+        ge=0,
+        description="predictions served from an index built elsewhere (a retriever's disk cache from an earlier "
+        "run, or another model's in the same command): their seconds leave out building it",
+    )
 
 
 class CurvePoint(_Strict):

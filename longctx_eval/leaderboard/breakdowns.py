@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from functools import partial
 
+from longctx_eval.leaderboard.length_groups import grouped
 from longctx_eval.leaderboard.page_model import Block, Cell, Table, marked, name_cell, own, para, text
 from longctx_eval.results import ContrastResult, EffectiveLength, SliceValue, TaskResult
 from longctx_eval.scoring.labels import (
@@ -107,28 +109,31 @@ def slice_sections(board: Board, metric: str, min_n: int = DEFAULT_MIN_N) -> lis
     keys = list(dict.fromkeys(k for _, r in board for row in r.slices if row.slice for k in row.slice))
     blocks: list[Block] = []
     for key in keys:
-        cells: dict[tuple[str, ValueKey], Cell] = {}
-        shown: dict[ValueKey, SliceValue] = {}
-        for name, result in board:
-            for row in result.slices:
-                if row.metric == metric and row.length is None and row.slice and key in row.slice:
-                    vkey = value_key(row.slice[key])
-                    if vkey is None:
-                        continue
-                    shown.setdefault(vkey, row.slice[key])
-                    low = row.n < min_n
-                    shown_text = format_cell(row) + (" (low n)" if low else "")
-                    cells[(name, vkey)] = Cell(shown_text, None if low else row.value, "low-n" * low, own=True)
-        if not shown:
-            continue
-        order = sorted(shown)
-        head = ("model", *(value_text(shown[v]) for v in order))
-        rows = tuple(
-            (name_cell(name), *(cells.get((name, v), Cell(DASH, own=True)) for v in order)) for name, _ in board
-        )
         intro = para("By ", text(key, "code"), " (", text(metric, "code"), ", all lengths pooled):")
-        blocks += [intro, Table(head, rows)]
+        blocks += grouped(board, intro, partial(slice_table, key=key, metric=metric, min_n=min_n))
     return blocks
+
+
+def slice_table(board: Board, key: str, metric: str, min_n: int = DEFAULT_MIN_N) -> Table | None:
+    """`metric` per value of the slice `key`, all lengths pooled, one row per model; None when no model has one."""
+    cells: dict[tuple[str, ValueKey], Cell] = {}
+    shown: dict[ValueKey, SliceValue] = {}
+    for name, result in board:
+        for row in result.slices:
+            if row.metric == metric and row.length is None and row.slice and key in row.slice:
+                vkey = value_key(row.slice[key])
+                if vkey is None:
+                    continue
+                shown.setdefault(vkey, row.slice[key])
+                low = row.n < min_n
+                shown_text = format_cell(row) + (" (low n)" if low else "")
+                cells[(name, vkey)] = Cell(shown_text, None if low else row.value, "low-n" * low, own=True)
+    if not shown:
+        return None
+    order = sorted(shown)
+    head = ("model", *(value_text(shown[v]) for v in order))
+    rows = tuple((name_cell(name), *(cells.get((name, v), Cell(DASH, own=True)) for v in order)) for name, _ in board)
+    return Table(head, rows)
 
 
 def contrast_cell(c: ContrastResult, min_n: int = DEFAULT_MIN_N) -> str:
@@ -146,7 +151,6 @@ def contrast_section(board: Board, min_n: int = DEFAULT_MIN_N) -> list[Block]:
     if not found:
         return []
     names = list(dict.fromkeys(c.name for _, c in found))
-    lengths = sorted({c.length for _, c in found if c.length is not None})
     defined = {
         c.name: (
             text(c.metric, "code"),
@@ -164,6 +168,15 @@ def contrast_section(board: Board, min_n: int = DEFAULT_MIN_N) -> list[Block]:
         f"; 95% interval from resampling each side on its own; low n (a vs b): a side has fewer than {min_n} "
         "samples, no difference shown):"
     )
+    return grouped(board, para(*pieces), lambda rows: contrast_table(rows, names, min_n))
+
+
+def contrast_table(board: Board, names: Sequence[str], min_n: int = DEFAULT_MIN_N) -> Table | None:
+    """One row per model and contrast: the difference per length and pooled ('all', with both sides)."""
+    found = [(name, c) for name, r in board for c in r.contrasts]
+    if not found:
+        return None
+    lengths = sorted({c.length for _, c in found if c.length is not None})
     head = ("model", "contrast", *(length_label(n) for n in lengths), "all")
 
     def cell(c: ContrastResult | None, pooled: bool = False) -> Cell:
@@ -183,4 +196,4 @@ def contrast_section(board: Board, min_n: int = DEFAULT_MIN_N) -> list[Block]:
             if mine:
                 cells = [cell(mine.get(n)) for n in lengths] + [cell(mine.get(None), pooled=True)]
                 rows.append((name_cell(model), Cell(cname, cname), *cells))
-    return [para(*pieces), Table(head, tuple(rows), align="ll" + "r" * (len(head) - 2))]
+    return Table(head, tuple(rows), align="ll" + "r" * (len(head) - 2))

@@ -16,6 +16,7 @@ from matplotlib.figure import Figure
 from longctx_eval.leaderboard.grid import task_names, task_of
 from longctx_eval.leaderboard.heatmaps import literal_text, wrapped, write_png
 from longctx_eval.leaderboard.line_plots import FIG_WIDTH, extra_plot_name, style
+from longctx_eval.leaderboard.plot_legend import legend_below
 from longctx_eval.results import DriftPoint, RunResult
 
 DRIFT_PLOT = "semantic-drift"
@@ -56,8 +57,7 @@ def drift_figure(task: str, entries: Sequence[RunResult]) -> Figure | None:
     ax.grid(True, alpha=0.3)
     title = f"{task}: semantic drift, BERTScore F1 per batch group with 95% band; dotted: each model's mean"
     fig.suptitle(wrapped(title, FIG_WIDTH, 10), fontsize=10)
-    ncols = 2 if len(labels) > 3 else max(1, len(labels))
-    fig.legend(handles, labels, loc="outside lower center", ncols=ncols, fontsize=8, frameon=False)
+    legend_below(fig, handles, labels)
     return fig
 
 

@@ -37,6 +37,7 @@ from longctx_eval.leaderboard.grid import (
     task_of,
 )
 from longctx_eval.leaderboard.markdown import DEFAULT_MIN_N
+from longctx_eval.leaderboard.plot_legend import legend_below
 from longctx_eval.results import RunResult, TaskResult
 from longctx_eval.scoring.labels import format_number, length_label
 
@@ -298,8 +299,7 @@ def _legend(fig: Figure, cells: Sequence[Cell], min_n: int = DEFAULT_MIN_N) -> N
         label = f"{LOW_N_MARK}: low n, fewer than {min_n} samples (not ranked)"
         handles.append(Patch(facecolor="none", edgecolor="none", label=label))
     if handles:
-        ncols = min(len(handles), LEGEND_COLS)
-        fig.legend(handles=handles, loc="outside lower center", ncols=ncols, fontsize=8, frameon=False)
+        legend_below(fig, handles, max_cols=LEGEND_COLS)
 
 
 def _cmap():

@@ -20,6 +20,7 @@ from matplotlib.figure import Figure
 from longctx_eval.leaderboard.grid import pooled_lengths_of, primary_metric, ranked, task_names, task_of
 from longctx_eval.leaderboard.heatmaps import literal_text, plot_filename, wrapped, write_png
 from longctx_eval.leaderboard.markdown import DEFAULT_MIN_N
+from longctx_eval.leaderboard.plot_legend import legend_below
 from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL, has_interval
 from longctx_eval.results import CurvePoint, CurveResult, MetricResult, ModelMeta, RunResult, SliceValue, TaskResult
 from longctx_eval.scoring.labels import length_label, value_text
@@ -103,12 +104,6 @@ def full_population(curve: CurveResult) -> list[CurvePoint]:
     return [p for p in curve.points if p.n == full]
 
 
-def _legend_below(fig: Figure, handles: list, labels: list[str]) -> None:
-    """One legend under the panels, outside every axis, so no line is hidden behind it."""
-    ncols = 2 if len(labels) > 3 else max(1, len(labels))
-    fig.legend(handles, labels, loc="outside lower center", ncols=ncols, fontsize=8, frameon=False)
-
-
 def curve_figure(task: str, name: str, entries: Sequence[RunResult], min_n: int = DEFAULT_MIN_N) -> Figure | None:
     """One line per system of curve `name` (pooled over lengths) with its 95% band; None when nobody has it.
 
@@ -177,7 +172,7 @@ def curve_figure(task: str, name: str, entries: Sequence[RunResult], min_n: int 
     if unbanded:
         title += f"; no band where n < {MIN_N_FOR_INTERVAL} or one haystack/document"
     fig.suptitle(wrapped(title, width_in, 10), fontsize=10)
-    _legend_below(fig, handles, labels)
+    legend_below(fig, handles, labels)
     return fig
 
 
@@ -280,7 +275,7 @@ def slice_figure(task: str, key: str, entries: Sequence[RunResult], min_n: int =
     if barless:
         title += f"; no bar where n < {MIN_N_FOR_INTERVAL} or one haystack/document"
     ax.set_title(wrapped(title, width_in - 0.8, 10), fontsize=10)
-    _legend_below(fig, handles, labels)
+    legend_below(fig, handles, labels)
     return fig
 
 

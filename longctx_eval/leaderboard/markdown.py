@@ -57,6 +57,13 @@ def board_markdown(board: Board) -> str:
     return "\n".join(lines) + "\n"
 
 
+def page_markdown(page: Page) -> str:
+    """One page on its own (a model or comparison page, which LEADERBOARD.md does not hold), definitions last."""
+    shown = [b for b in page.blocks if not _is_behind(b)]
+    lines = [f"# {md_text(page.title)}", *_blocks(shown, 2), *_blocks([b for b in page.blocks if _is_behind(b)], 2)]
+    return "\n".join(lines) + "\n"
+
+
 def _is_behind(block: Block) -> bool:
     return isinstance(block, Section) and block.behind
 

@@ -18,11 +18,12 @@ Style = Literal["", "code", "strong", "em"]
 
 @dataclass(frozen=True)
 class Link:
-    """What a span or cell points at, resolved by each renderer: a model or task page (site only), a plot or
-    run copy (a path relative to the board)."""
+    """What a span or cell points at, resolved by each renderer: a model, task or comparison page (site only; a
+    comparison names its two models, `target` and `other`), a plot or run copy (a path relative to the board)."""
 
-    kind: Literal["model", "task", "plot", "run"]
+    kind: Literal["model", "task", "compare", "plot", "run"]
     target: str
+    other: str = ""
 
 
 @dataclass(frozen=True)
@@ -90,8 +91,8 @@ class Bullets:
 
 @dataclass(frozen=True)
 class Section:
-    """A titled group of blocks; `behind`: definitions a reader opens when needed (a <details> on the site, a
-    section at the end in Markdown)."""
+    """A titled group of blocks; `behind`: what a reader opens when needed (definitions, per-stratum detail: a
+    <details> on the site, a section at the end in Markdown)."""
 
     title: str
     blocks: tuple[Block, ...]

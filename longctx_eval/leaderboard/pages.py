@@ -39,6 +39,7 @@ from longctx_eval.leaderboard.page_model import (
 from longctx_eval.leaderboard.semantic import semantic_sections
 from longctx_eval.leaderboard.serving import serving_sections
 from longctx_eval.leaderboard.significance import LeaderTest, Samples, leader_test, sentence_para
+from longctx_eval.leaderboard.throughput_marks import cached_blocks
 from longctx_eval.results import RunResult, TaskResult, task_failed
 from longctx_eval.scoring.labels import DASH
 
@@ -46,6 +47,8 @@ if TYPE_CHECKING:
     from longctx_eval.leaderboard.merge import MergeNote
 
 DEFINITIONS = "Definitions"
+LEADER_HEAD = ("task", "primary metric", "models", "leader", "ahead by", "resolvable?")
+"""The columns of `leader_row`, in its order."""
 RANK_COMMAND = "longctx-eval run --model A,B --tasks TASK --lengths 4k"
 """What makes a board rank: two models on one task at a shared length (then `longctx-eval leaderboard`)."""
 
@@ -106,10 +109,13 @@ def index_page(board: BoardInput) -> Page:
     blocks: list[Block] = [para(f"Updated {board.updated} · {len(entries)} model(s) · {len(tasks)} task(s).")]
     leads = [leader_row(task, board) for task in tasks]
     if tasks and not any(row[3].key is not None for row in leads):
-        blocks.append(nothing_ranked(board.min_n))
+        blocks.append(nothing_ranked(board.min_n, rankable_min_n(board)))
     if tasks:
-        head = ("task", "primary metric", "models", "leader", "ahead by", "resolvable?")
-        blocks.append(Section("Leaders", (Table(head, tuple(leads), "leaders", align="llrlrl"),)))
+        # the answer (leader, lead, resolvable?) right after the task, in view on a phone before any scrolling
+        order = (0, 3, 4, 5, 1, 2)
+        head = tuple(LEADER_HEAD[i] for i in order)
+        rows = tuple(tuple(row[i] for i in order) for row in leads)
+        blocks.append(Section("Leaders", (Table(head, rows, "leaders", align="llrlll"),)))
     rest = [n for n in board.notes if n.task is None or board_of(n, tasks) is None]
     blocks.append(Section("Models", (models_table(entries, board.run_links),)))
     if rest:
@@ -123,8 +129,42 @@ def index_page(board: BoardInput) -> Page:
     return Page("longctx-eval leaderboard", tuple(blocks))
 
 
-def nothing_ranked(min_n: int) -> Para:
-    """The one line a board with nothing ranked shows, and the command that makes it rank."""
+def rankable_min_n(board: BoardInput) -> int | None:
+    """The largest `--min-n` at which some task would rank two models (both with that many samples at a length
+    they share), None when no two models share a task and length at all."""
+    best = None
+    for task in task_names(board.entries):
+        metric = primary_metric(task, board.entries)
+        results = [t for e in board.entries if (t := task_of(e, task)) is not None]
+        if metric is None or len(results) < 2:
+            continue
+        per_length: dict[int, list[int]] = {}
+        for t in results:
+            for r in t.results:
+                if r.metric == metric and r.length is not None and r.depth is None and not r.slice and r.n > 0:
+                    per_length.setdefault(r.length, []).append(r.n)
+        for ns in per_length.values():
+            if len(ns) >= 2:
+                second = sorted(ns)[-2]
+                best = second if best is None else max(best, second)
+    return best
+
+
+def nothing_ranked(min_n: int, rankable: int | None = None) -> Para:
+    """The one line a board with nothing ranked shows, and the command that makes it rank; `rankable`: the
+    `--min-n` that would rank (models share a task and length, but with too few samples: a `--limit` run)."""
+    if rankable is not None:
+        return para(
+            f"Nothing is ranked yet: where models share a task and length, they have fewer than {min_n} samples "
+            "(too few to tell them apart; a ",
+            marked("`--limit`"),
+            " run). To rank, run without ",
+            marked("`--limit`"),
+            ", or rank these few samples anyway (noisy) with ",
+            marked(f"`longctx-eval leaderboard --min-n {rankable}`"),
+            ".",
+            kind="leader",
+        )
     return para(
         f"Nothing is ranked yet: no task has two models sharing a length where both have at least {min_n} "
         "samples. To rank, run a second model on a task and length the first one ran, e.g. ",
@@ -154,8 +194,15 @@ def leader_row(task: str, board: BoardInput) -> tuple[Cell, ...]:
     rk = ranking(task, entries, metric, min_n)
     metric_cell = Cell(metric, metric, style="code")
     if not rk.ranked:
+        low = all(why.startswith("low n") for _, why in rk.unranked)  # grid.ranking's own words
         why = (
-            DASH if not ran else "one model: nothing to rank" if ran == 1 else "not ranked (low n or no shared length)"
+            DASH
+            if not ran
+            else "one model: nothing to rank"
+            if ran == 1
+            else f"not ranked: n < {min_n}"
+            if low
+            else "not ranked: no shared length"
         )
         return (
             first,
@@ -292,6 +339,7 @@ def task_page(task: str, board: BoardInput, notes: Sequence[MergeNote] = ()) -> 
     blocks += effective_note(results, metric, view.kinds, min_n) + slice_sections(results, metric, min_n)
     blocks += contrast_section(results, min_n) + serving_sections(results) + semantic_sections(results)
     blocks += detail_section(results, min_n)
+    blocks += cached_blocks(results)
     blocks += warning_blocks(task, entries) + note_blocks(notes)
     blocks += [
         Figure(Link("plot", path), f"{task} {plot_kind(path)}", plot_kind(path)) for path in board.plots.get(task, [])

@@ -40,12 +40,12 @@ def page(title: str, body: str) -> str:
     )
 
 
-def page_html(p: Page, links: Links, extra: Sequence[str] = ()) -> str:
-    """A page of the board as HTML; `extra` (site-only parts: the comparison list) goes before its definitions."""
+def page_html(p: Page, links: Links) -> str:
+    """A page of the site as HTML, its disclosures (definitions) last."""
     title = escape(p.title) + (f' <span class="version">{escape(p.version)}</span>' if p.version else "")
     behind = [b for b in p.blocks if isinstance(b, Section) and b.behind]
     shown = [b for b in p.blocks if b not in behind]
-    parts = [f"<h1>{title}</h1>", *blocks_html(shown, links, 2), *extra, *blocks_html(behind, links, 2)]
+    parts = [f"<h1>{title}</h1>", *blocks_html(shown, links, 2), *blocks_html(behind, links, 2)]
     return page(p.title if not p.key else f"{p.title} · longctx-eval", "\n".join(parts))
 
 
@@ -82,6 +82,8 @@ def href(link: Link, links: Links) -> str | None:
         return links.models.get(link.target)
     if link.kind == "task":
         return links.tasks.get(link.target)
+    if link.kind == "compare":
+        return links.compare.get((link.target, link.other))
     folder = "runs" if link.kind == "run" else "plots"  # the site keeps copies flat in runs/ and plots/
     return f"{folder}/{link.target.rsplit('/', 1)[-1]}"
 
@@ -108,6 +110,16 @@ def _sort_attr(key: object) -> str:
 def table_html(t: Table, links: Links) -> str:
     """A sortable table: every column title is a button; cells carry their sort key and state mark; foot rows stay
     under the body whatever the sort; the first column stays in view (site.css)."""
+    if t.kind == "facts":  # named facts: each row's name is its header, nothing to sort
+        titles = "".join(f'<th scope="col">{escape(h)}</th>' for h in t.head)
+        body = "".join(
+            f'<tr><th scope="row">{span_html(r[0], links)}</th>'
+            + "".join(f"<td>{span_html(c, links)}</td>" for c in r[1:])
+            + "</tr>"
+            for r in t.rows
+        )
+        table = f'<table class="facts"><thead><tr>{titles}</tr></thead><tbody>{body}</tbody></table>'
+        return f'<div class="scroll">{table}</div>'
     rows = [[(span_html(c, links), c.key, c.mark) for c in row] for row in t.rows]
     foot = [[(span_html(c, links), c.key, c.mark) for c in row] for row in t.foot]
     hint = f'<p class="hint">{SORT_HINT}</p>' if t.kind == "board" else ""

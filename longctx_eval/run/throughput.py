@@ -50,8 +50,9 @@ def parse_assumed(text: str) -> ThroughputModel:
 
 
 def measured_throughput(path: Path) -> ThroughputModel:
-    """Rates measured earlier: a run folder or run.json (its tasks' tokens over their model seconds), or a load-test
-    JSON (the level with the highest total tokens/s). Both count prompt and output tokens at one combined rate."""
+    """Rates measured earlier: a run folder or run.json (its tasks' tokens over their model seconds, leaving out tasks
+    whose predictions read a cached index), or a load-test JSON (the level with the highest total tokens/s). Both
+    count prompt and output tokens at one combined rate."""
     path, data = throughput_json(path)
     if isinstance(data, dict) and data.get("kind") == "load_test":
         levels = [lv for lv in data.get("levels", []) if lv.get("total_tokens_per_s")]
@@ -63,10 +64,16 @@ def measured_throughput(path: Path) -> ThroughputModel:
     from longctx_eval.results import parse_run
 
     run = parse_run(path.read_bytes(), str(path))
-    seconds = sum(t.throughput.seconds for t in run.tasks)
+    timed = [t for t in run.tasks if not t.throughput.cached]  # a cached index's build time is in no task's seconds
+    if run.tasks and not timed:
+        raise ConfigError(
+            f"--throughput-from {path}: every task read indexes built before its run (cached), so its seconds leave "
+            "out building them; measure with a run whose indexes were built in it"
+        )
+    seconds = sum(t.throughput.seconds for t in timed)
     tokens = sum(
         (t.throughput.prompt_tokens_per_s + (t.throughput.output_tokens_per_s or 0.0)) * t.throughput.seconds
-        for t in run.tasks
+        for t in timed
     )
     if seconds <= 0 or tokens <= 0:
         raise ConfigError(f"--throughput-from {path}: no task with measured seconds and tokens")

@@ -51,6 +51,7 @@ from longctx_eval.scoring.curves import curve_results
 from longctx_eval.scoring.effective_length import EffectiveLengthConfig, effective_lengths
 from longctx_eval.scoring.labels import composite_sentence, contrast_sentence, effective_sentence, summary_value
 from longctx_eval.scoring.latency import serving_section
+from longctx_eval.scoring.prediction_origins import origin_fields
 from longctx_eval.scoring.rows import metric_row
 from longctx_eval.scoring.semantic import semantic_scores, served_order
 from longctx_eval.scoring.slicing import evaluated, length_of, slice_rows
@@ -322,6 +323,7 @@ def _score_task(
             seconds=round(seconds, 3),
             output_tokens_per_s=completions / seconds if completions is not None and seconds else None,
             **timing_fields(store.records[k] for _, keys in pairs for k in keys),  # hf: prefill/decode, TTFT, memory
+            **origin_fields((store.records[k] for _, keys in pairs for k in keys), entry.started),
         ),
         args=entry.args,
         length_args=entry.length_args or None,

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from longctx_eval.leaderboard.build import update_leaderboard
-from longctx_eval.leaderboard.site import pair_interval
+from longctx_eval.leaderboard.comparison_page import pair_interval
 from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL
 from longctx_eval.scoring.comparison import compare_runs
 from longctx_eval.scoring.paired_scores import REFUSED_CONTEXT, PairedDifference
@@ -57,7 +57,8 @@ def test_the_page_counts_refused_and_unpaired_ids_as_compare_does(folders: Path)
     assert (
         f"8 pairs; 9 refused: {REFUSED_CONTEXT}; unpaired: 1 only in bm25, 0 only in bm25-moved." in text
     )  # compare prints: "8 pairs ...; 9 refused: <why>; unpaired: 1 only in A, 0 only in B"
-    rows = re.findall(r"<tr>(.*?)</tr>", page.split("<tbody>", 1)[1])
+    table = page.split('class="sortable compare"', 1)[1]  # the task's table, under the page's summary
+    rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>", 1)[1].split("</tbody>", 1)[0])
     tests = [re.findall(r"<td[^>]*>(.*?)</td>", r)[8] for r in rows]
     assert tests == [row.test for row in expected.rows]  # the test each length used, row by row
     assert all(f"{t} = {TESTS[t]}" in text for t in set(tests))  # and what it is

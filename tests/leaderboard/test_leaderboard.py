@@ -26,7 +26,9 @@ from longctx_eval.leaderboard.build import (
 from longctx_eval.leaderboard.grid import cell
 from longctx_eval.leaderboard.heatmaps import panel_axes, task_figure
 from longctx_eval.leaderboard.markdown import render_markdown
-from longctx_eval.leaderboard.site import Links, SiteInput, model_page
+from longctx_eval.leaderboard.model_page import model_page
+from longctx_eval.leaderboard.pages import BoardInput
+from longctx_eval.leaderboard.site_html import Links, page_html
 from longctx_eval.results import (
     Coverage,
     Environment,
@@ -515,7 +517,7 @@ def test_a_limited_cell_is_not_partial_when_the_limit_was_run_whole(tmp_path: Pa
     assert fig is not None
     assert [t.get_text() for t in panel_axes(fig)[0].texts] == ["0.90", "0.60*", "0.50", "0.67*"]
     # The model page's coverage table marks only the cut-short length as partial.
-    page = model_page(entry, SiteInput([entry], "now", {}, {}, min_n=1), Links({}, {}, {}, {}))
+    page = page_html(model_page(entry, BoardInput([entry], "now", min_n=1)), Links({}, {}, {}, {}))
     assert page.count('class="partial"') == 3  # 2K's stratum, the task's evaluated count and its pooled value
 
 

@@ -218,3 +218,36 @@ def test_a_real_oracle_run_reaches_the_leaderboard(tmp_path: Path) -> None:
         _png(tmp_path / "lb" / "plots" / name)
     board = json.loads((tmp_path / "lb" / "leaderboard.json").read_text())
     assert board["entries"][0]["tasks"][0]["effective_length"][0]["kind"] == "absolute"
+
+
+def test_breakdowns_compare_only_models_evaluated_at_the_same_lengths() -> None:
+    """A model pooled over 32K-128K is never in one slice or contrast table with a model pooled over 1K-4K: each
+    group of models sharing their lengths gets its own table, introduced by those lengths, and the page says why."""
+    short, same = _run("short", 0.9), _run("same", 0.8)
+    far = _run("far", 0.7)
+    needle = far.tasks[0].model_copy(update={"pooled_lengths": [32768, 131072], "lengths": [32768, 131072]})
+    far = far.model_copy(update={"tasks": [needle, far.tasks[1]]})
+    md = render_markdown([short, same, far], NOW.isoformat(), {}, min_n=1)
+    page = md.split("## needle", 1)[1].split("## retrieval", 1)[0]
+    assert "One table per group of models evaluated at the same lengths" in page
+    groups = page.split("By `distance_bucket`", 1)[1].split("Contrasts (", 1)[0]
+    first, second = groups.split("Evaluated at **32K, 128K**:")
+    assert "| **short** |" in first and "| **same** |" in first and "| **far** |" not in first
+    assert "| **far** |" in second and "| **short** |" not in second
+    assert page.count("Evaluated at **32K, 128K**:") == 2  # the slice table and the contrast table
+    alone = render_markdown([short, same], NOW.isoformat(), {}, min_n=1)
+    assert "Evaluated at" not in alone  # one group: one table, as before
+
+
+def test_no_legend_is_clipped_however_long_the_labels() -> None:
+    """Long model names (the reference board's by-hops plot clipped 'rag-bm25-smollm2-135m (32K, 128K)' at both
+    ends): every legend lies inside its figure, in fewer columns or a wider figure, never cut off."""
+    from longctx_eval.leaderboard.heatmaps import task_figure
+    from longctx_eval.leaderboard.plot_legend import legend_fits
+
+    names = ["rag-bm25-smollm2-135m-hops2", "rag-bm25-smollm2-135m", "smollm2-135m", "x" * 90]
+    entries = [_run(n, 0.9 - 0.1 * i) for i, n in enumerate(names)]
+    figures = [slice_figure("needle", "distance_bucket", entries, 1), curve_figure("needle", "recall_at_k", entries, 1)]
+    figures.append(task_figure("needle", entries, 1))
+    assert all(f is not None for f in figures)
+    assert figures[0].legends and figures[1].legends and all(legend_fits(f) for f in figures)

@@ -203,7 +203,7 @@ def test_no_model_is_ranked_when_no_two_share_a_length(tmp_path: Path) -> None:
     assert "Not ranked: no two models share a length where both have n >= 30" in alpha
     index = tmp_path / "site"
     update_leaderboard([tmp_path / "in"], tmp_path / "lb", now=NOW, site=index)
-    assert ">—</td></tr>" in (index / "index.html").read_text()  # nobody is "ranked first"
+    assert "<td>not ranked: no shared length</td><td>—</td><td>—</td>" in (index / "index.html").read_text()
 
 
 # --- noise floor and resolvable difference ----------------------------------------------------------------

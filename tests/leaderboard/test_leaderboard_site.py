@@ -103,7 +103,8 @@ def _clusters(run_dir: Path) -> dict[str, str]:
 def _rows(html: str) -> list[list[str]]:
     import re
 
-    body = html.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
+    table = html.split('class="sortable compare"', 1)[1]  # the first task's table, under the page's summary
+    body = table.split("<tbody>", 1)[1].split("</tbody>", 1)[0]
     return [re.findall(r"<td[^>]*>(.*?)</td>", row) for row in body.split("<tr>")[1:]]
 
 
@@ -174,7 +175,9 @@ def test_model_page_shows_serving_figures() -> None:
 
     The committed runs hold no served model, so the serving section is computed by the real summary
     (`scoring/latency.py`) from request records written here (what a served run's predictions carry)."""
-    from longctx_eval.leaderboard.site import Links, model_page
+    from longctx_eval.leaderboard.model_page import model_page
+    from longctx_eval.leaderboard.pages import BoardInput
+    from longctx_eval.leaderboard.site_html import Links, page_html
     from longctx_eval.results import ServingStats
     from longctx_eval.scoring.latency import serving_section
 
@@ -201,8 +204,7 @@ def test_model_page_shows_serving_figures() -> None:
     run = read_run(sorted((BOARD / "runs").glob("smollm2-135m__*.json"))[-1])
     task = run.tasks[0].model_copy(update={"serving": stats})
     run = run.model_copy(update={"tasks": [task, *run.tasks[1:]]})
-    site = SiteInput([run], "now", {}, {})
-    html = model_page(run, site, Links({}, {}, {}, {}))
+    html = page_html(model_page(run, BoardInput([run], "now")), Links({}, {}, {}, {}))
     assert "5 requests, 4 ok, 1 failed (5xx 1), 1 retries (429 1)" in html
     assert f">{stats.ttft_s.p95:.4g}<" in html and f">{stats.e2e_s.p99:.4g}<" in html
     assert "last token, end to end (s)" in html

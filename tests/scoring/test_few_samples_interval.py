@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
-from longctx_eval.leaderboard.site import Links, compare_page
+from longctx_eval.leaderboard.comparison_page import BoardComparison, compare_page
+from longctx_eval.leaderboard.site_html import Links, page_html
 from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL, has_interval
 from longctx_eval.results import MetricResult
+from longctx_eval.scoring.comparison import holm_rows
 from longctx_eval.scoring.labels import format_cell, summary_value
 from longctx_eval.scoring.paired_scores import SampleScore, join, paired_differences
 
@@ -37,5 +39,6 @@ def test_compare_with_one_pair_has_no_interval():
     assert rows[-1].interval_text() == "n=1, no interval (n < 5)"
     five = paired_differences(_scores([1.0, 1.0, 0.0, 1.0, 1.0]), _scores([0.0] * 5), "score")
     assert five[-1].ci95 is not None and five[-1].interval_text().startswith("[")
-    page = compare_page("A", "B", {"needle": ("score", join(a, b, "score"), rows)}, Links({}, {}, {}, {}))
+    board = BoardComparison("score", join(a, b, "score"), rows, holm_rows([rows])[0])
+    page = page_html(compare_page("A", "B", {"needle": board}), Links({}, {}, {}, {}))
     assert "[-1" not in page and "[+1" not in page and "no interval" in page and "n &lt; 5" in page

@@ -136,7 +136,7 @@ def _records(run_dir: Path) -> list[dict]:
     out = []
     for line in (run_dir / "predictions.jsonl").read_text().splitlines():
         rec = json.loads(line)
-        for k in ("key", "check", "seconds"):
+        for k in ("key", "check", "seconds", "saved"):  # saved: when the record was written
             rec.pop(k)
         rec["data"] = {k: v for k, v in (rec["data"] or {}).items() if k != "timing"}
         out.append(rec)
