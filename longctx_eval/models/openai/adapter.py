@@ -275,19 +275,22 @@ class OpenAIModel(ModelAdapter):
         """Two echo requests: the probe text must come back with its log-probabilities, and its greedy next token,
         appended, must score as greedy (a server that reports each prompt token under the next position's
         distribution, as llama-cpp-python 0.3 does, fails that); the reason, or None."""
-        base: dict[str, Any] = {
-            "max_tokens": 1,
-            "temperature": 0.0,
-            "seed": self.options.seed,
-            "stream": False,
-            "echo_logprobs": 1,
-        }
+        base = self._echo_base(None)
         limits = replace(self.limits, max_attempts=min(PROBE_TRIES, self.limits.max_attempts))
         client = ServedClient(self.base_url, self.served_model, self.options.api_key_env, limits)
         try:
             return self._echo_answers(client, base)
         finally:
             self._run(client.aclose())
+
+    def _echo_base(self, affinity: str | None) -> dict[str, Any]:
+        """The fields of every echo request: greedy, one token, the prompt's log-probabilities (`affinity`: the
+        server a document's requests stick to, with several base URLs)."""
+        base: dict[str, Any] = {"max_tokens": 1, "temperature": 0.0, "seed": self.options.seed, "stream": False}
+        base["echo_logprobs"] = 1
+        if affinity is not None:
+            base["affinity"] = affinity
+        return base
 
     def _echo_answers(self, client: ServedClient, base: dict[str, Any]) -> str | None:
         first = self._run(client.complete(ServedRequest(prompt=PROBE_TEXT, id="echo-probe", **base)))
@@ -337,14 +340,7 @@ class OpenAIModel(ModelAdapter):
 
     def _echo_requests(self, request: Request) -> tuple[int, list[tuple[ServedRequest, ChoiceSlot]]]:
         """The shared prompt's tokens and, per choice, the echo request and where the choice sits in its echo."""
-        base: dict[str, Any] = {
-            "max_tokens": 1,
-            "temperature": 0.0,
-            "seed": self.options.seed,
-            "stream": False,
-            "echo_logprobs": 1,
-            "affinity": sha256_text(request.context)[:16] if len(self.base_urls) > 1 else None,
-        }
+        base = self._echo_base(sha256_text(request.context)[:16] if len(self.base_urls) > 1 else None)
         out: list[tuple[ServedRequest, ChoiceSlot]] = []
         if self._scores_ids:
             prompt, choices = self._choice_ids(request)

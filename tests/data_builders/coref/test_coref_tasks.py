@@ -9,6 +9,7 @@ from pathlib import Path
 from types import ModuleType
 
 import pytest
+from coref_doc import DOC  # tests/ is on sys.path (conftest)
 
 from data_builders.coref.conll import parse_conll, read_conll, write_conll
 from data_builders.coref.haystack import as_long
@@ -21,31 +22,6 @@ from longctx_eval.metrics.coref_protocol import batches, close_links, parse_answ
 from longctx_eval.models.coref_baseline import resolve
 from longctx_eval.models.loader import load_model
 from longctx_eval.models.spec import parse_spec
-
-DOC = """#begin document (t); part 000
-t\t0\t0\tMary\t(0
-t\t0\t1\tJones\t0)
-t\t0\t2\tmet\t-
-t\t0\t3\tMr\t(1
-t\t0\t4\tBrown\t1)
-t\t0\t5\t.\t-
-
-t\t0\t0\tShe\t(0)
-t\t0\t1\tthanked\t-
-t\t0\t2\thim\t(1)
-t\t0\t3\tfor\t-
-t\t0\t4\tthe\t(2
-t\t0\t5\tbook\t2)
-t\t0\t6\t.\t-
-
-t\t0\t0\tIt\t(2)
-t\t0\t1\twas\t-
-t\t0\t2\tMary\t(0)
-t\t0\t3\t's\t-
-t\t0\t4\tfavourite\t-
-t\t0\t5\t.\t-
-#end document
-"""
 
 
 def _doc():  # noqa: ANN202
