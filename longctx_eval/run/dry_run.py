@@ -97,7 +97,7 @@ class ConfigOnlyModel(ModelAdapter):
     counted by its tokenizer exactly as `hf:` renders them, the window comes from its config; nothing can be
     generated, and its identity is not the loaded model's (resume is not checked)."""
 
-    capabilities = frozenset({Capability.GENERATE, Capability.ATTENTION})
+    capabilities = frozenset({Capability.GENERATE, Capability.ATTENTION, Capability.LOGLIKELIHOOD})
 
     def __init__(self, spec: ModelSpec) -> None:
         from longctx_eval.models.hf.adapter import uses_chat

@@ -342,7 +342,8 @@ def _generate(
         job = bar.add_task(console_text(f"{name} [{adapter.meta.name}]"), total=total, completed=total - len(todo))
         for i, r, n in over:
             window = adapter.meta.context_window
-            msg = f"prompt {n} + generation {r.max_new_tokens} tokens > context window {window}"
+            after = f"longest choice {bound.output_tokens(r)}" if r.choices else f"generation {r.max_new_tokens}"
+            msg = f"prompt {n} + {after} tokens > context window {window}"
             pred = Prediction(status="over_length", prompt_tokens=n, error=msg)
             _save(store, keys[i][r.part], info, samples[i], r, capability, pred)
             bar.advance(job)
