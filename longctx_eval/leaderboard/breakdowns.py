@@ -95,7 +95,8 @@ def effective_note(board: Board, metric: str, kinds: Sequence[str], min_n: int =
             "threshold",
         ]
     tail = marked(
-        ". [lo, hi]: 95% bootstrap interval (samples resampled within each length); `<N`: below the threshold "
+        ". [lo, hi]: 95% bootstrap interval (within each length, the haystacks or documents resampled, then the "
+        "samples within them); `<N`: below the threshold "
         "already at the shortest length N; (window): it held at every length the model could read, and longer "
         f"lengths were over its context window; low n (lengths): not shown, those lengths have fewer than {min_n} "
         "samples."
