@@ -27,7 +27,13 @@ import numpy as np
 
 from longctx_eval.errors import RunFileError
 from longctx_eval.metrics.aggregate import column_mean
-from longctx_eval.metrics.bootstrap import bootstrap_ci, has_interval, no_interval_text
+from longctx_eval.metrics.bootstrap import (
+    bootstrap_ci,
+    has_interval,
+    no_interval_text,
+    unanimous_binary,
+    unanimous_bounds,
+)
 from longctx_eval.metrics.cluster_stats import DEFAULT_NOUN
 from longctx_eval.progress import console, console_text
 from longctx_eval.run_folder.json_lines import read_records
@@ -211,6 +217,11 @@ def _difference(
     clusters = [a[k].cluster or b[k].cluster or k[0] for k in keys]
     count = len(set(clusters))
     ci95 = bootstrap_ci(diff, column_mean, seed=seed, clusters=clusters) if has_interval(len(keys), count) else None
+    if ci95 is not None and unanimous_binary(va) and unanimous_binary(vb) and not diff.any():
+        # every pair agrees on one 0/1 outcome: |difference| <= the discordant-pair rate, whose exact upper bound over
+        # the clusters bounds the difference on both sides (a rate's one-sided bound would exclude B ahead)
+        edge = unanimous_bounds(0.0, count)[1]
+        ci95 = (-edge, edge)
     test, p = paired_test(va, vb, seed=seed, clusters=clusters)
     return PairedDifference(
         length=length,

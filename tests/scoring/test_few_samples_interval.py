@@ -42,3 +42,17 @@ def test_compare_with_one_pair_has_no_interval():
     board = BoardComparison("score", join(a, b, "score"), rows, holm_rows([rows])[0])
     page = page_html(compare_page("A", "B", {"needle": board}), Links({}, {}, {}, {}))
     assert "[-1" not in page and "[+1" not in page and "no interval" in page and "n &lt; 5" in page
+
+
+def test_pairs_that_all_agree_bound_the_difference_on_both_sides() -> None:
+    """20 pairs on 4 haystacks, both right every time: the difference is 0, its interval is symmetric (B could be
+    ahead as well as A), the exact bound over the 4 clusters, never [0, x]."""
+    from longctx_eval.metrics.bootstrap import unanimous_bounds
+    from longctx_eval.scoring.paired_scores import SampleScore, paired_differences
+
+    def scores() -> dict[tuple[str, str], SampleScore]:
+        return {(f"s{i}", "ctx"): SampleScore(1024, {"recall@1": 1.0}, cluster=f"h{i % 4}") for i in range(20)}
+
+    pooled = paired_differences(scores(), scores(), "recall@1")[-1]
+    edge = unanimous_bounds(0.0, 4)[1]
+    assert pooled.difference == 0.0 and pooled.ci95 == (-edge, edge) and 0.5 < edge < 0.7
