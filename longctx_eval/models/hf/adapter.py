@@ -35,11 +35,13 @@ from longctx_eval.models.hf.config import LoadPlan, plan_load
 from longctx_eval.models.hf.generate import FirstTokenClock, neutral_generation_config, timing
 from longctx_eval.models.hf.likelihood import (
     CHOICE_CACHE,
+    PACKED_ATTENTION,
     ChoiceIds,
     all_choice_ids,
     prefill_last,
     score_after_prefill,
     score_full,
+    score_packed,
 )
 from longctx_eval.models.hf.prefix_cache import (
     PrefixCache,
@@ -118,6 +120,8 @@ class HFCausalLM(ModelAdapter):
         self._window_chunks = self.chunkable and has_sliding_layers(self.model.config)  # see window_chunk
         self._cache_kwarg = _generate_cache_kwarg()
         self._attn_implementation: str | None = getattr(self.model.config, "_attn_implementation", None)
+        self._pack_choices = self._attn_implementation in PACKED_ATTENTION and not has_sliding_layers(self.model.config)
+        """Whether a request's choices are scored in one forward (`score_packed`) rather than one forward each."""
         if "prefix_cache" in o.model_fields_set:  # outputs are the same either way; only a set value is recorded
             explicit["prefix_cache"] = o.prefix_cache == "true"
         if plan.rope.variant != "none" and Capability.GENERATE in self.capabilities:
@@ -259,7 +263,8 @@ class HFCausalLM(ModelAdapter):
                     cache, held = pc.take(prompt) if pc is not None else (self._scratch.fresh(), 0)
                     chunk = suffix_chunk(len(prompt) - held, self._attn_implementation) if held else None
                     last = prefill_last(self.model, prompt, cache, held, chunk)
-                    scores = score_after_prefill(self.model, last, len(prompt), choices.ids, cache)
+                    score = score_packed if self._pack_choices else score_after_prefill
+                    scores = score(self.model, last, len(prompt), choices.ids, cache)
                     if pc is not None:
                         pc.keep(prompt, cache)
                         data["cached_tokens"] = held

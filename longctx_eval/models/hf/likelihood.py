@@ -97,6 +97,63 @@ def score_after_prefill(model: Any, last: Any, prompt_len: int, choices: Sequenc
     return Scores(logprobs, greedy)
 
 
+PACKED_ATTENTION = frozenset({"sdpa", "eager"})
+"""Attention implementations that take a custom 4D mask as given, so every choice can be scored in one forward."""
+
+
+def score_packed(model: Any, last: Any, prompt_len: int, choices: Sequence[Sequence[int]], cache: Any) -> Scores:
+    """Every choice scored in one forward against `cache` holding the prompt (`last`: log-probabilities after it),
+    the choices side by side after the prompt: each choice's tokens see the whole prompt and its own earlier tokens
+    only (a 4D mask; positions restart at the prompt's end for each). The same numbers as `score_after_prefill`'s
+    forward per choice, in one forward instead of one per choice (a coreference question has 5); the cache is cut
+    back to the prompt after it. Only for full-attention layers: a sliding layer would need its window in the mask."""
+    import torch
+
+    device = _device(model)
+    top = int(last.argmax())
+    inputs: list[int] = []
+    positions: list[int] = []
+    owner: list[int] = []  # the choice each packed token belongs to
+    for j, ids in enumerate(choices):
+        inputs.extend(ids[:-1])  # the last token's own prediction is never needed
+        positions.extend(range(prompt_len, prompt_len + len(ids) - 1))
+        owner.extend([j] * (len(ids) - 1))
+    rows = None
+    if inputs:
+        q = len(inputs)
+        dtype = model.get_input_embeddings().weight.dtype
+        own = torch.tensor(owner, device=device)
+        order = torch.arange(q, device=device)
+        among = (own[:, None] == own[None, :]) & (order[None, :] <= order[:, None])  # own choice, causal
+        allowed = torch.cat([torch.ones(q, prompt_len, dtype=torch.bool, device=device), among], dim=1)
+        mask = torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)
+        out = model(
+            input_ids=torch.tensor([inputs], device=device),
+            position_ids=torch.tensor([positions], device=device),
+            attention_mask=mask[None, None],
+            **{_cache_kw(model): cache},
+            use_cache=True,
+        )
+        rows = torch.log_softmax(out.logits[0].float(), dim=-1)
+        cache.crop(prompt_len - cache.get_seq_length())  # this transformers' crop takes minus the tokens to drop
+    logprobs: list[float] = []
+    greedy: list[bool] = []
+    start = 0
+    for ids in choices:
+        total = float(last[ids[0]])
+        best = top == ids[0]
+        if len(ids) > 1:
+            assert rows is not None
+            logp = rows[start : start + len(ids) - 1]
+            target = torch.tensor(list(ids[1:]), device=device)
+            total += float(logp.gather(1, target[:, None]).sum())
+            best = best and bool((logp.argmax(-1) == target).all())
+            start += len(ids) - 1
+        logprobs.append(total)
+        greedy.append(best)
+    return Scores(logprobs, greedy)
+
+
 def score_full(model: Any, prompt_ids: Sequence[int], choices: Sequence[Sequence[int]]) -> Scores:
     """Each choice scored by one plain forward of prompt + choice (no cache): the reference the cached path equals,
     and the path for models whose cache cannot be cut back to the prompt."""

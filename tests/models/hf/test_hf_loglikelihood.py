@@ -1,6 +1,7 @@
 """`loglikelihood` on SmolLM2-135M (`hf:`): each choice's summed log-probability equals a plain forward of prompt +
 choice to 1e-4, the document is prefilled once per sample (the next request reuses its KV cache), and the window
-check counts the prompt plus the longest choice."""
+check counts the prompt plus the longest choice. Choices are packed into one forward (a 4D mask), which these
+reference comparisons cover."""
 
 from __future__ import annotations
 
@@ -54,6 +55,7 @@ def test_choices_equal_a_plain_forward_and_share_one_prefill(smollm2):
     doc = _document(300)  # just over the prefix cache's 256-token floor: a test of seconds on a shared CPU
     asks = [_ask(doc, q, i) for i, q in enumerate(["Who gave the key?", "Who watched?"])]
     assert Capability.LOGLIKELIHOOD in smollm2.capabilities
+    assert smollm2._pack_choices  # full attention under sdpa: a request's choices share one forward (score_packed)
     before = smollm2.prefix_cache.stats.reused
     preds = smollm2.serve(Capability.LOGLIKELIHOOD, asks)
     worst = 0.0
