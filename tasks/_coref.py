@@ -97,6 +97,17 @@ def _counter(tokenizer: Tokenizer | None) -> Callable[[str], int]:
     return (lambda t: len(split_words(t))) if tokenizer is None else tokenizer.count
 
 
+@dataclass(frozen=True)
+class _Question:
+    """One request's part after the document prefix: its text, query label, answer prefix, choices, budget."""
+
+    text: str
+    query: str
+    answer: str
+    choices: tuple[str, ...]
+    budget: int
+
+
 @dataclass
 class CorefKit:
     """Builds samples and serves the task's requests (per mode and for coref systems), scorer, oracle, metrics."""
@@ -166,29 +177,39 @@ class CorefKit:
 
     def choice_requests(self, sample: Sample) -> list[Request]:
         """One request per asked mention: its candidates scored as continuations after the question."""
-        prep = self._prep(sample)
         head = self.prefix(sample)
-        out = []
-        for i, options in zip(sample.gold["asked"], sample.gold["candidates"], strict=True):
-            question, answer = choice_question(i, prep.texts[i - 1])
-            choices = tuple(choice_option(j, prep.texts[j - 1] if j else "") for j in options)
-            query = f"antecedent of mention {i}"
-            out.append(
-                Request(sample.id, head + question, sample.context, query, 0, answer_prefix=answer, choices=choices)
-            )
-        return out
+        return [
+            Request(sample.id, head + q.text, sample.context, q.query, 0, answer_prefix=q.answer, choices=q.choices)
+            for q in self._questions(sample)
+        ]
 
     def generate_requests(self, sample: Sample) -> list[Request]:
         """One request per batch of asked mentions, answered as `N: M` lines."""
-        prep = self._prep(sample)
         head = self.prefix(sample)
-        out = []
-        for ids in _batches(sample.gold["asked"], int(sample.gold["batch"])):
-            prompt = head + generate_question(ids, [prep.texts[i - 1] for i in ids])
-            budget = self.config.answer_tokens * len(ids) + 8
-            query = f"antecedents of mentions {ids[0]}-{ids[-1]}"
-            out.append(Request(sample.id, prompt, sample.context, query, budget))
-        return out
+        return [Request(sample.id, head + q.text, sample.context, q.query, q.budget) for q in self._questions(sample)]
+
+    def _questions(self, sample: Sample) -> list[_Question]:
+        """The part of each request after the shared prefix, in the task's mode: what `prompt_tokens` counts without
+        joining the document to every question (a book asked about all its mentions would copy it thousands of
+        times)."""
+        prep = self._prep(sample)
+        if self.config.mode == "choice":
+            out = []
+            for i, options in zip(sample.gold["asked"], sample.gold["candidates"], strict=True):
+                question, answer = choice_question(i, prep.texts[i - 1])
+                choices = tuple(choice_option(j, prep.texts[j - 1] if j else "") for j in options)
+                out.append(_Question(question, f"antecedent of mention {i}", answer, choices, 0))
+            return out
+        return [
+            _Question(
+                generate_question(ids, [prep.texts[i - 1] for i in ids]),
+                f"antecedents of mentions {ids[0]}-{ids[-1]}",
+                "",
+                (),
+                self.config.answer_tokens * len(ids) + 8,
+            )
+            for ids in _batches(sample.gold["asked"], int(sample.gold["batch"]))
+        ]
 
     def system_request(self, sample: Sample) -> Request:
         """A coreference system's one request per document: its words and gold mentions, no prompt."""
@@ -197,16 +218,14 @@ class CorefKit:
         return Request(sample.id, "", sample.context, "clusters of the gold mentions", 0, extra=extra)
 
     def prompt_tokens(self, sample: Sample) -> int:
-        """The longest request's tokens (template allowance, prefix, question, answer prefix and budget)."""
+        """The longest request's tokens (template allowance, prefix, question, answer prefix and budget), the prefix
+        counted once."""
         count = _counter(self.tokenizer)
-        prefix = self.prefix(sample)
-        head = count(prefix) + TEMPLATE_ALLOWANCE
-        reqs = self.prompt(sample)
-        n_head = len(prefix)
+        head = count(self.prefix(sample)) + TEMPLATE_ALLOWANCE
         longest = 0
-        for r in reqs:
-            suffix = count(r.prompt[n_head:]) + count(r.answer_prefix) + 2
-            answer = max((count(c) for c in r.choices), default=0) + r.max_new_tokens
+        for q in self._questions(sample):
+            suffix = count(q.text) + count(q.answer) + 2
+            answer = max((count(c) for c in q.choices), default=0) + q.budget
             longest = max(longest, suffix + answer)
         return head + longest
 
