@@ -51,8 +51,11 @@ COREF_FEATURES = Features(
 USAGE = """\
 Each row of a `<builder>_<length>` config is one document stretched to about `<length>` tokens of the
 tokenizer under Provenance (LitBank and OntoGUM documents get haystack paragraphs between their sentences,
-never inside a mention; synthetic narratives are written to the length). The text is in the row. Gold
-entities are given three ways, mention by mention in the same order:
+never inside a mention; synthetic narratives are written to the length). The text is in the row. The
+suite's coref tasks (version 2) count the whole prompt against a length (instructions, marks, question and
+answer), so their sample at a length is the same document stretched less: this dataset holds documents of
+the length itself, a reader's own prompt on top. Gold entities are given three ways, mention by mention in
+the same order:
 
 * `clusters`: `[first word, last word]` into `words`, **inclusive** (the CoNLL convention);
 * `clusters_char`: `[start, end)` character offsets into `text`, half-open;
