@@ -242,16 +242,20 @@ def _pronoun_antecedent(i: int, m: _Mention, ms: list[_Mention], cl: _Clusters, 
 
 
 class CorefBaseline(ModelAdapter):
-    """Serves 'coref' over the request's gold mentions; options: window (pronoun look-back in mentions)."""
+    """Serves 'coref' over the request's gold mentions; options: window (pronoun look-back in mentions), tokenizer
+    (what a task's length counts: `?tokenizer=smollm2-135m` builds the documents SmolLM2's cells read)."""
 
     capabilities = frozenset({Capability.COREF})
 
     def __init__(self, spec: ModelSpec) -> None:
         from longctx_eval.models.assets import load_tokenizer
 
-        self.window = cast("CorefOptions", spec.options).window
-        tok = load_tokenizer("minilm")
+        options = cast("CorefOptions", spec.options)
+        self.window = options.window
+        tok = load_tokenizer(options.tokenizer)  # it reads words; lengths only decide which documents it is given
         settings = {"baseline_version": VERSION, "mentions": "gold", "window": self.window}
+        if "tokenizer" in options.model_fields_set:
+            settings["tokenizer"] = options.tokenizer
         super().__init__(model_meta(spec, tok, self.capabilities, settings=settings), tok)
         self._memo: dict[str, list] = {}
 

@@ -186,9 +186,15 @@ class OracleOptions(KindOptions):
 
 
 class CorefOptions(KindOptions):
-    """`coref:baseline`: the pronoun look-back window."""
+    """`coref:baseline`: the pronoun look-back window, and the tokenizer a length is counted in."""
 
     window: int = Field(default=PRONOUN_WINDOW, gt=0, description="a positive integer (mentions)")
+    tokenizer: str = Field(
+        default="minilm",
+        min_length=1,
+        description="the tokenizer lengths are counted in (minilm, smollm2-135m, a tokenizer.json or folder): a "
+        "language model's, to build the very documents its cells read",
+    )
 
 
 RAG_K = 5

@@ -78,7 +78,10 @@ def test_smollm2_and_rag_cells(reference):
         plan = reference[spec]["cross_paragraph"]
         assert plan.lengths == (32768, 131072)
         assert all(grid_size([n], [2, 3, 4], plan.args["per_cell"]) >= 100 for n in plan.lengths)
-    assert set(reference["coref:baseline"]) == {"coref_ontogum", "coref_litbank", "coref_synthetic", "coref_ontonotes"}
+    baseline = reference["coref:baseline?tokenizer=smollm2-135m"]
+    assert set(baseline) == {"coref_ontogum", "coref_litbank", "coref_synthetic", "coref_ontonotes"}
+    for name in ("coref_ontogum", "coref_litbank", "coref_synthetic"):  # the LM's documents: they pair one for one
+        assert (baseline[name].lengths, baseline[name].args) == (smol[name].lengths, smol[name].args), name
 
 
 SPREAD_TASKS = (
