@@ -216,3 +216,13 @@ def test_meta_round_trips_through_json():
     meta = load_model(parse_spec("coref:baseline?window=20")).meta
     data = json.loads(meta.model_dump_json())
     assert data["settings"]["window"] == 20 and data["identity_sha256"] == meta.identity_sha256
+
+
+def test_coref_baseline_counts_lengths_in_the_tokenizer_it_is_given():
+    """`?tokenizer=` decides which documents a task gives it (fitted to that tokenizer's length), so it is part of
+    the identity and recorded; the default (MiniLM) records nothing new."""
+    default = load_model(parse_spec("coref:baseline")).meta
+    smol = load_model(parse_spec("coref:baseline?tokenizer=smollm2-135m")).meta
+    assert default.tokenizer == "minilm" and "tokenizer" not in default.settings
+    assert smol.tokenizer == "smollm2-135m" and smol.settings["tokenizer"] == "smollm2-135m"
+    assert smol.identity_sha256 != default.identity_sha256 and smol.name == default.name == "coref-baseline"
