@@ -29,14 +29,26 @@ EXIT_TASK_FAILED = 4
 --max-cost budget stopped the run); the other tasks' results are in run.json."""
 
 
+class CommaJoined(argparse.Action):
+    """A flag given again adds to its list (`--model a --model b` = `--model a,b`), never silently replaces it."""
+
+    def __call__(
+        self, parser: argparse.ArgumentParser, namespace: argparse.Namespace, values: object, option: str | None = None
+    ) -> None:
+        seen = getattr(namespace, f"_given_{self.dest}", False)
+        setattr(namespace, self.dest, f"{getattr(namespace, self.dest)},{values}" if seen else values)
+        setattr(namespace, f"_given_{self.dest}", True)
+
+
 def add_parser(sub: argparse._SubParsersAction) -> None:
     """Add `run`."""
     run = sub.add_parser("run", help="evaluate models on tasks; resumes an interrupted run")
-    run.add_argument("--model", default="default", help="spec(s), comma-separated; 'default' = the default suite")
-    run.add_argument("--tasks", default="default", help="task names, comma-separated; 'default' = every in-tree task")
+    joined = {"default": "default", "action": CommaJoined}
+    run.add_argument("--model", **joined, help="spec(s), comma-separated or repeated; 'default' = the default suite")
+    run.add_argument("--tasks", **joined, help="task names, comma-separated or repeated; 'default' = every task")
     run.add_argument(
         "--lengths",
-        default="default",
+        **joined,
         help="lengths in tokens, e.g. 1024,4k (a generating task's whole prompt budget); default: per task",
     )
     run.add_argument("--seed", type=int, default=0)
