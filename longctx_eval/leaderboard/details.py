@@ -1,10 +1,11 @@
 """A task page's per-length read-out tables (page-model blocks) for tasks with several headline metrics
-(posprobe, retrieval).
+(posprobe, retrieval, coreference).
 
 The main table of a task shows its primary metric only; a task named in DETAIL_COLUMNS also gets one row per
 (model, length) with the metrics that must be read together (for posprobe: a passkey EM next to the attention
 read-outs and the pooled, median and clipped answer perplexities, so no single number is read alone), and a
-retrieval-capability task every retrieval metric it computed (`leaderboard/retrieval_table.py`).
+retrieval-capability task every retrieval metric it computed (`leaderboard/retrieval_table.py`), and a coreference
+task its scores within and across windows and by antecedent distance (`leaderboard/coref_table.py`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from longctx_eval.leaderboard.breakdowns import DEFAULT_MIN_N
+from longctx_eval.leaderboard.coref_table import coref_section, is_coref
 from longctx_eval.leaderboard.page_model import Block, Cell, Table, name_cell, para, text
 from longctx_eval.leaderboard.retrieval_table import retrieval_section
 from longctx_eval.metrics.bootstrap import has_interval, no_interval_text
@@ -76,13 +78,14 @@ def detail_cell(result: TaskResult, metric: str, length: int) -> str:
 
 def detail_section(board: Board, min_n: int = DEFAULT_MIN_N) -> list[Block]:
     """The task's detail tables (one row per model and evaluated length): posprobe's read-outs, every retrieval
-    metric of a retrieval task (cells under `min_n` samples marked low n), or nothing for other tasks."""
+    metric of a retrieval task, a coreference task's window and distance read-outs (cells under `min_n` samples
+    marked low n), or nothing for other tasks."""
     if not board:
         return []
     task = board[0][1].name
     columns = DETAIL_COLUMNS.get(task)
     if columns is None:
-        return retrieval_section(board, min_n)
+        return coref_section(board, min_n) if is_coref(board) else retrieval_section(board, min_n)
     shown = [(m, t) for m, t in columns if any(r.metric == m for _, res in board for r in res.results)]
     ratio = any(r.metric == RATIO for _, res in board for r in res.results)
     head = ("model", "L", *(["L/L_train"] if ratio else []), *(t for _, t in shown))

@@ -23,16 +23,34 @@ from longctx_eval.scoring.labels import length_label
 
 
 def task_names(entries: Sequence[RunResult]) -> list[str]:
-    """One board per task, sorted; a task run through several capabilities gets one board per capability.
+    """One board per task, sorted; a task run through several capabilities gets one board per capability, unless
+    every capability reports the same primary metric and no model ran it through two (coreference: a coreference
+    system and a language model's likelihood choices both score CoNLL F1 on the same documents, so they share a
+    board and are compared there).
 
     A retriever's recall@k and a generator's answer score are different metrics; one table must not mix them.
     """
     caps: dict[str, set[str]] = {}
+    firsts: dict[str, dict[str, set[str]]] = {}  # task -> capability -> primary metrics its results report
+    twice: set[str] = set()
     for e in entries:
+        seen: set[str] = set()
         for t in e.tasks:
             caps.setdefault(t.name, set()).add(t.capability)
+            if t.results and not task_failed(t):
+                firsts.setdefault(t.name, {}).setdefault(t.capability, set()).add(t.results[0].metric)
+            if t.name in seen:
+                twice.add(t.name)
+            seen.add(t.name)
+    shared = {
+        n
+        for n, found in caps.items()
+        if n not in twice and set(firsts.get(n, {})) == found and len(set().union(*firsts[n].values())) == 1
+    }
     return sorted(
-        name if len(found) == 1 else f"{name} ({cap})" for name, found in caps.items() for cap in sorted(found)
+        name if len(found) == 1 or name in shared else f"{name} ({cap})"
+        for name, found in caps.items()
+        for cap in (sorted(found) if len(found) == 1 or name not in shared else [min(found)])
     )
 
 
