@@ -64,6 +64,11 @@ class ModelAdapter:
     """Set by the runner around a batch: an adapter that finishes a batch's requests one by one (`openai:`) calls
     it with each request and its prediction as soon as it is ready, so a kill loses only requests in flight."""
 
+    measures_lazily = False
+    """Whether measuring a request is its costly work (`rag:` retrieves, and writes notes, to know its prompt): the
+    runner then measures each batch just before serving it, so a stop loses only the batch in hand and progress
+    shows from the first request, instead of measuring every request first."""
+
     def __init__(self, meta: ModelMeta, tokenizer: Tokenizer) -> None:
         self.meta = meta
         self.tokenizer = tokenizer

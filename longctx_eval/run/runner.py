@@ -325,32 +325,48 @@ def _generate(
     store: PredictionStore,
     budget: Budget | None = None,
 ) -> list[str]:
-    """Measure every pending prompt, record over-window ones (never sent), serve the rest in length-sorted batches."""
+    """Measure every pending prompt, record over-window ones (never sent), serve the rest in length-sorted batches
+    (an adapter that `measures_lazily` has each batch measured just before it is served)."""
     name = info.name
     bound = adapter.bind(task, samples)
     todo = [(i, r) for i, reqs in enumerate(requests) for r in reqs if not _done(store, keys[i][r.part])]
     total = sum(len(ks) for ks in keys)
     if len(todo) < total:
         console.print(f"{name}: {total - len(todo)} of {total} predictions already done (resumed)", markup=False)
-    measured = [(i, r, bound.prompt_tokens(r)) for i, r in todo]  # a coref system's one request has no prompt
-    is_over = [capability.windowed and not bound.fits(r, n) for _, r, n in measured]
-    over = [m for m, o in zip(measured, is_over, strict=True) if o]
-    warnings = _over_window_warning(name, adapter, samples, requests, over)
-    fits = serving_order([m for m, o in zip(measured, is_over, strict=True) if not o], samples)
     batch_size = max(1, int(getattr(bound, "batch_size", 1) or 1))
+    lazy = bool(getattr(bound, "measures_lazily", False))
+    if lazy:
+        pending = serving_order([(i, r, 0) for i, r in todo], samples)
+        chunks, over = [pending[s : s + batch_size] for s in range(0, len(pending), batch_size)], []
+    else:
+        fits, over = _measure(bound, capability, todo)  # a coref system's one request has no prompt
+        fits = serving_order(fits, samples)
+        chunks = [fits[s : s + batch_size] for s in range(0, len(fits), batch_size)]
+    warnings = _over_window_warning(name, adapter, samples, requests, over)  # before serving, where measured
+    late_over: list[tuple[int, Request, int]] = []
     with progress_bar() as bar:
         job = bar.add_task(console_text(f"{name} [{adapter.meta.name}]"), total=total, completed=total - len(todo))
-        for i, r, n in over:
-            window = adapter.meta.context_window
-            after = f"longest choice {bound.output_tokens(r)}" if r.choices else f"generation {r.max_new_tokens}"
-            msg = f"prompt {n} + {after} tokens > context window {window}"
-            pred = Prediction(status="over_length", prompt_tokens=n, error=msg)
-            _save(store, keys[i][r.part], info, samples[i], r, capability, pred)
-            bar.advance(job)
+
+        def record_over(items: list[tuple[int, Request, int]]) -> None:
+            for i, r, n in items:
+                window = adapter.meta.context_window
+                after = f"longest choice {bound.output_tokens(r)}" if r.choices else f"generation {r.max_new_tokens}"
+                msg = f"prompt {n} + {after} tokens > context window {window}"
+                pred = Prediction(status="over_length", prompt_tokens=n, error=msg)
+                _save(store, keys[i][r.part], info, samples[i], r, capability, pred)
+                bar.advance(job)
+
+        record_over(over)
         first = next_batch(store, name)  # batches are numbered on across resumed runs (drift per batch)
-        for start in range(0, len(fits), batch_size):
-            batch = fits[start : start + batch_size]
-            number = first + start // batch_size
+        for index, chunk in enumerate(chunks):
+            batch = chunk
+            if lazy:
+                batch, late = _measure(bound, capability, [(i, r) for i, r, _ in chunk])
+                record_over(late)
+                late_over.extend(late)
+                if not batch:
+                    continue
+            number = first + index
             if budget is not None:  # --max-cost: spent + this batch's upper bound must stay within the budget
                 bounds = [(n, output_budget(bound, r)) for _, r, n in batch]
                 budget.before(adapter.meta.spec, bounds)
@@ -376,7 +392,19 @@ def _generate(
                     pred = replace(pred, prompt_tokens=n or pred.prompt_tokens)
                     _save(store, keys[i][r.part], info, samples[i], r, capability, pred, number)
             bar.advance(job, len(batch))
-    return warnings
+    return warnings + _over_window_warning(name, adapter, samples, requests, late_over)
+
+
+def _measure(
+    bound: ModelAdapter, capability: Capability, items: Sequence[tuple[int, Request]]
+) -> tuple[list[tuple[int, Request, int]], list[tuple[int, Request, int]]]:
+    """Each request's prompt tokens, split into those that fit the window and those over it (never sent)."""
+    fits: list[tuple[int, Request, int]] = []
+    over: list[tuple[int, Request, int]] = []
+    for i, r in items:
+        n = bound.prompt_tokens(r)
+        (over if capability.windowed and not bound.fits(r, n) else fits).append((i, r, n))
+    return fits, over
 
 
 def next_batch(store: PredictionStore, task: str) -> int:

@@ -49,6 +49,7 @@ class RagModel(ModelAdapter):
     """Serves 'generate' with a retriever and a generator loaded from the spec's two parts."""
 
     capabilities = frozenset({Capability.GENERATE})
+    measures_lazily = True  # a prompt is known only after retrieval (and, iterative, the generator's notes)
 
     def __init__(self, spec: ModelSpec) -> None:
         retriever_spec, generator_spec = spec.parts

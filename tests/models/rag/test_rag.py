@@ -236,3 +236,29 @@ def test_iterative_mode_retrieves_twice_with_the_note(tmp_path, tiny_llama_dir):
     assert len(spans) == len(set(spans)) and 2 <= len(spans) <= 4
     assert spans[:2] == [(s, e) for s, e, _ in first["hits"]]  # round 1's chunks first, then the new ones
     assert pred["data"]["note_seconds"] > 0
+
+
+def test_each_batch_is_planned_just_before_it_is_served(tmp_path, tiny_llama_dir, monkeypatch):
+    """Planning (retrieval, the iterative note) is a rag request's costly work: the runner measures each batch right
+    before serving it, so an interrupted run loses one batch's plans, not every plan made before the first answer.
+    The real rag model (BM25 + a tiny Llama), its methods wrapped to log the order they ran in."""
+    from longctx_eval.models.rag.adapter import RagModel
+
+    events: list[str] = []
+    retrieve, generate = RagModel._retrieve, RagModel.generate
+
+    def logged_retrieve(self, request):
+        events.append("plan")
+        return retrieve(self, request)
+
+    def logged_generate(self, requests):
+        events.append("serve")
+        return generate(self, requests)
+
+    monkeypatch.setattr(RagModel, "_retrieve", logged_retrieve)
+    monkeypatch.setattr(RagModel, "generate", logged_generate)
+    spec = f"rag:bm25+hf:{tiny_llama_dir}?k=2&chunk_tokens=32&chunk_overlap=4&iterative=true&name=iter"
+    args = ["run", "--model", spec, "--tasks", "needle", "--lengths", "1024", "--limit", "3", "--out", str(tmp_path)]
+    assert main(args) == 0
+    assert events == ["plan", "serve"] * 3
+    assert len(_predictions(tmp_path / "iter")) == 3
