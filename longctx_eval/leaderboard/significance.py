@@ -104,6 +104,9 @@ def leader_test(
         lacking = tuple(n for n, s in ((a, sa), (b, sb)) if not s)
         why = f"no per-sample scores for {' and '.join(lacking)} (this board was read from run copies)"
         return LeaderTest(a, b, untestable=why, lacking=lacking)
+    if not any(metric in x.scores for x in (*sa.values(), *sb.values())):  # CoNLL F1: micro over a cell's documents
+        why = f"{metric} is computed over a cell's samples together, not per sample, so no pairs to test"
+        return LeaderTest(a, b, untestable=why)
     joined = join(sa, sb, metric)
     keys = [k for k in joined.pairs if not lengths or sa[k].length in lengths]
     if not keys:
