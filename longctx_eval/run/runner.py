@@ -337,7 +337,8 @@ def _generate(
     lazy = bool(getattr(bound, "measures_lazily", False))
     if lazy:
         pending = serving_order([(i, r, 0) for i, r in todo], samples)
-        chunks, over = [pending[s : s + batch_size] for s in range(0, len(pending), batch_size)], []
+        chunks = [pending[s : s + batch_size] for s in range(0, len(pending), batch_size)]
+        over: list[tuple[int, Request, int]] = []
     else:
         fits, over = _measure(bound, capability, todo)  # a coref system's one request has no prompt
         fits = serving_order(fits, samples)
