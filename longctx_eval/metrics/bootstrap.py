@@ -56,6 +56,20 @@ def unanimous_binary(column: np.ndarray) -> bool:
     return column.size > 0 and bool(np.all(column == column[0])) and float(column[0]) in (0.0, 1.0)
 
 
+def unanimous_ratio(arr: np.ndarray) -> float | None:
+    """0.0 or 1.0 where a ratio of summed successes over summed trials (`column_ratio`: Span-EM, link recall) is
+    unanimous, every row with trials scoring none of them or all of them; None otherwise."""
+    if arr.ndim != 2 or arr.shape[1] != 2:
+        return None
+    trials = arr[:, 1] > 0
+    if not trials.any():
+        return None
+    num, den = arr[trials, 0], arr[trials, 1]
+    if bool(np.all(num == 0)):
+        return 0.0
+    return 1.0 if bool(np.all(num == den)) else None
+
+
 def resample_counts(codes: np.ndarray, rng: np.random.Generator, n_resamples: int) -> np.ndarray:
     """(n_resamples x n) counts of each sample in two-stage resamples: the G clusters drawn with replacement,
     then each drawn cluster's m samples drawn with replacement among its own (vectorised: one draw per slot)."""
@@ -128,6 +142,10 @@ def bootstrap_ci(
         return (v, v)
     if getattr(reduce, "__name__", "") == "column_mean" and unanimous_binary(arr[:, 0]):
         return unanimous_bounds(float(arr[0, 0]), units, level)
+    if getattr(reduce, "__name__", "") == "column_ratio" and (edge := unanimous_ratio(arr)) is not None:
+        kept = arr[:, 1] > 0  # the units that had any trial: a document with no such link says nothing
+        units = int(kept.sum()) if clusters is None else len({str(c) for c, k in zip(clusters, kept, strict=True) if k})
+        return unanimous_bounds(edge, units, level) if units > 1 else (edge, edge)
     stats = replicates(arr, reduce, np.random.default_rng(seed), n_resamples, clusters)
     alpha = (1.0 - level) / 2.0
     lo, hi = np.quantile(stats, [alpha, 1.0 - alpha])

@@ -56,3 +56,24 @@ def test_pairs_that_all_agree_bound_the_difference_on_both_sides() -> None:
     pooled = paired_differences(scores(), scores(), "recall@1")[-1]
     edge = unanimous_bounds(0.0, 4)[1]
     assert pooled.difference == 0.0 and pooled.ci95 == (-edge, edge) and 0.5 < edge < 0.7
+
+
+def test_a_unanimous_ratio_of_sums_gets_the_exact_bound_over_the_units_with_trials() -> None:
+    """Span-EM across windows, 0 of every document's cross-window anaphors right in all 100 documents that have one:
+    the bootstrap of a summed ratio has no width there ([0, 0] said the rate was certainly 0); it now gets the exact
+    bound over those documents, as a unanimous 0/1 rate does. Documents without such an anaphor say nothing."""
+    import numpy as np
+
+    from longctx_eval.metrics.aggregate import column_ratio
+    from longctx_eval.metrics.bootstrap import bootstrap_ci, unanimous_bounds
+
+    rng = np.random.default_rng(0)
+    trials = rng.integers(1, 6, size=100)
+    zeros = np.column_stack([np.zeros(100), trials])
+    with_empty = np.vstack([zeros, np.zeros((20, 2))])  # 20 documents with no cross-window anaphor
+    names = [f"d{i}" for i in range(120)]
+    assert bootstrap_ci(with_empty, column_ratio, clusters=names) == unanimous_bounds(0.0, 100)
+    assert bootstrap_ci(np.column_stack([trials, trials]), column_ratio) == unanimous_bounds(1.0, 100)
+    mixed = np.column_stack([np.minimum(trials, 1), trials])  # some right, some not: the bootstrap's own interval
+    lo, hi = bootstrap_ci(mixed, column_ratio)
+    assert 0.0 < lo < hi < 1.0
