@@ -10,14 +10,15 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
-from longctx_eval.leaderboard.grid import primary_metric, task_names
+from longctx_eval.leaderboard.grid import primary_metric, task_names, task_of
 from longctx_eval.leaderboard.page_model import Block, Bullets, Cell, Link, Page, Section, Table, marked, para, text
 from longctx_eval.metrics.bootstrap import MIN_N_FOR_INTERVAL
 from longctx_eval.metrics.cluster_stats import count_text
-from longctx_eval.results import RunResult
+from longctx_eval.results import RunResult, TaskResult
 from longctx_eval.scoring.comparison import holm_rows, is_significant, p_text
 from longctx_eval.scoring.labels import length_label
-from longctx_eval.scoring.paired_scores import Join, PairedDifference, PairKey, SampleScore, join, paired_differences
+from longctx_eval.scoring.paired_aggregate import paired_join, paired_rows
+from longctx_eval.scoring.paired_scores import Join, PairedDifference, PairKey, SampleScore
 from longctx_eval.scoring.paired_tests import TESTS
 
 Samples = Mapping[str, Mapping[str, Mapping[PairKey, SampleScore]]]
@@ -64,8 +65,9 @@ def comparisons(entries: Sequence[RunResult], samples: Samples) -> dict[tuple[st
             for board in boards:
                 sa, sb, metric = samples[a].get(board), samples[b].get(board), metrics[board]
                 if sa and sb and metric:
-                    joined = join(sa, sb, metric)  # as `compare`: its refused and unpaired ids are counted
-                    diffs = paired_differences(sa, sb, metric, pairs=joined.pairs)
+                    # as `compare`: its refused and unpaired ids are counted; CoNLL F1 recomputed on each side
+                    joined, aggregate = paired_join(sa, sb, metric, _shown(entries, a, board))
+                    diffs = paired_rows(sa, sb, metric, aggregate, joined.pairs)
                     if diffs or joined.refused:
                         found[board] = (metric, joined, diffs)
             if any(diffs for _, _, diffs in found.values()):  # a page for models that share some pair
@@ -75,6 +77,12 @@ def comparisons(entries: Sequence[RunResult], samples: Samples) -> dict[tuple[st
                     for (board, (metric, joined, diffs)), holm in zip(found.items(), adjusted, strict=True)
                 }
     return out
+
+
+def _shown(entries: Sequence[RunResult], model: str, board: str) -> TaskResult | None:
+    """The result `model` shows on `board` (its task's metric definitions come from it)."""
+    entry = next((e for e in entries if e.model.name == model), None)
+    return task_of(entry, board) if entry is not None else None
 
 
 def compare_page(a: str, b: str, boards: Comparison) -> Page:

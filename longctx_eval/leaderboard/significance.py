@@ -16,19 +16,22 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import cast
 
+from longctx_eval.leaderboard.grid import task_of
 from longctx_eval.leaderboard.page_model import Block, Para, as_value, with_values
 from longctx_eval.metrics.bootstrap import interval_gap
 from longctx_eval.metrics.cluster_stats import DEFAULT_NOUN, count_text
 from longctx_eval.results import RunResult
 from longctx_eval.scoring.labels import length_label
-from longctx_eval.scoring.paired_scores import PairKey, SampleScore, join, paired_differences
-from longctx_eval.scoring.paired_tests import CLUSTER_SIGN_FLIP, MCNEMAR, SIGN_FLIP
+from longctx_eval.scoring.paired_aggregate import paired_join, paired_rows, per_sample
+from longctx_eval.scoring.paired_scores import PairKey, SampleScore
+from longctx_eval.scoring.paired_tests import CLUSTER_SIGN_FLIP, CLUSTER_SWAP, MCNEMAR, SIGN_FLIP
 
 ALPHA = 0.05
 TEST_NAMES = {
     MCNEMAR: "McNemar's exact test",
     SIGN_FLIP: "sign-flip permutation test",
     CLUSTER_SIGN_FLIP: "sign-flip test of per-cluster sums",
+    CLUSTER_SWAP: "permutation test swapping each cluster's two sides (the metric recomputed)",
 }
 Samples = Mapping[str, Mapping[str, Mapping[PairKey, SampleScore]]]
 """Per model name and board: that model's per-sample scores (as `leaderboard._samples_of` gathers them)."""
@@ -104,15 +107,14 @@ def leader_test(
         lacking = tuple(n for n, s in ((a, sa), (b, sb)) if not s)
         why = f"no per-sample scores for {' and '.join(lacking)} (this board was read from run copies)"
         return LeaderTest(a, b, untestable=why, lacking=lacking)
-    if not any(metric in x.scores for x in (*sa.values(), *sb.values())):  # CoNLL F1: micro over a cell's documents
-        why = f"{metric} is computed over a cell's samples together, not per sample, so no pairs to test"
-        return LeaderTest(a, b, untestable=why)
-    joined = join(sa, sb, metric)
+    joined, aggregate = paired_join(sa, sb, metric, task_of(ranked[0], board))
     keys = [k for k in joined.pairs if not lengths or sa[k].length in lengths]
     if not keys:
         why = f"{joined.n_refused} refused as another design" if joined.n_refused else "none in common"
+        if not per_sample(sa, metric) and aggregate is None:
+            why = f"{metric} is computed over a cell's samples together and its task is not installed here"
         return LeaderTest(a, b, untestable=f"no shared samples at the ranking lengths ({why})")
-    pooled = paired_differences(sa, sb, metric, pairs=keys)[-1]
+    pooled = paired_rows(sa, sb, metric, aggregate, keys)[-1]
     return LeaderTest(
         leader=a,
         runner_up=b,

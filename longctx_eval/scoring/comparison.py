@@ -23,13 +23,12 @@ from longctx_eval.metrics.cluster_stats import DEFAULT_NOUN, count_text
 from longctx_eval.results import RunResult, TaskResult, read_run
 from longctx_eval.run_folder.score_lines import scores_path
 from longctx_eval.scoring.labels import length_label
+from longctx_eval.scoring.paired_aggregate import paired_join, paired_rows, per_sample
 from longctx_eval.scoring.paired_scores import (
     Join,
     PairedDifference,
     PairKey,
     SampleScore,
-    join,
-    paired_differences,
     read_sample_scores,
 )
 from longctx_eval.scoring.paired_tests import N_FLIPS, TESTS, holm
@@ -182,15 +181,17 @@ def _compare_task(
                 f"task {ta.name!r}: {run} has no per-sample scores ({scores_path(run, ta.name)} and "
                 f"samples/{ta.name}.jsonl; `longctx-eval score {run}` writes them)"
             )
-        if not any(ma in s.scores or ma in s.null for s in found.values()):
+    joined, aggregate = paired_join(sa, sb, ma, ta)
+    key = aggregate.fields[-1] if aggregate is not None else ma
+    for run, found in ((run_a, sa), (run_b, sb)):
+        if not per_sample(found, key):
             which = "metric" if metric is not None else "primary metric"
             raise ConfigError(
                 f"task {ta.name!r}: its {which} {ma} is not a per-sample score in {run} (a ratio or renamed)"
             )
-    joined = join(sa, sb, ma)
     if not joined.pairs:
-        raise ConfigError(f"task {ta.name!r}: no shared samples ({_unpaired(run_a, run_b, sa, sb, ma, joined)})")
-    rows = paired_differences(sa, sb, ma, seed=seed, pairs=joined.pairs)
+        raise ConfigError(f"task {ta.name!r}: no shared samples ({_unpaired(run_a, run_b, sa, sb, key, joined)})")
+    rows = paired_rows(sa, sb, ma, aggregate, joined.pairs, seed=seed)
     return TaskComparison(
         task=ta.name,
         capability=ta.capability,

@@ -27,11 +27,15 @@ from longctx_eval.metrics.cluster_stats import cluster_codes
 MCNEMAR = "mcnemar-exact"
 SIGN_FLIP = "sign-flip"
 CLUSTER_SIGN_FLIP = "cluster-sign-flip"
+CLUSTER_SWAP = "cluster-swap permutation"
+"""The test of a metric with no per-sample difference (`scoring/paired_aggregate.py`)."""
 TESTS = {
     MCNEMAR: "McNemar's exact test (two-sided binomial test of the discordant pairs, p = 1/2)",
     SIGN_FLIP: "sign-flip permutation test of the mean paired difference (two-sided)",
     CLUSTER_SIGN_FLIP: "sign-flip permutation test of the per-cluster summed differences (two-sided; pairs "
     "sharing a haystack or document are one unit)",
+    CLUSTER_SWAP: "permutation test of a metric computed over the samples together (CoNLL F1): A's and B's rows "
+    "swapped cluster by cluster at random, the metric recomputed (two-sided; scoring/paired_aggregate.py)",
 }
 """The tests by name, with the sentence that explains each (shown by `compare` and on the leaderboard)."""
 

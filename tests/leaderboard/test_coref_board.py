@@ -67,3 +67,14 @@ def test_a_model_that_ran_a_task_two_ways_keeps_one_board_per_capability() -> No
         "coref_synthetic (loglikelihood)",
     ]
     assert "needle (generate)" in names and "needle (retrieve)" in names  # other metrics: never one board
+
+
+def test_compare_pairs_the_two_on_conll_f1_recomputed_on_each_side(board: Path, capsys) -> None:
+    """CoNLL F1 is summed over a cell's documents, so no per-sample difference exists: `compare` recomputes it on
+    each side over the shared documents (and tests by swapping each document's two sides), where it had refused."""
+    from longctx_eval.cli import main
+
+    runs = board / "runs"
+    assert main(["compare", str(runs / "coref-baseline"), str(runs / "smollm2-135m"), "--task", "coref_synthetic"]) == 0
+    out = capsys.readouterr().out
+    assert "conll_f1 · cluster-swap permutation · 2 pairs" in out and "0 refused" in out
