@@ -34,7 +34,7 @@ def task_metric(task: TaskResult, name: str) -> Metric | None:
 
     try:
         info = discover().get(task.name)
-        built = info.build(dict(task.args), lengths=list(task.lengths) or [1024], seed=task.seed, tokenizer=None)
+        built = info.build(dict(task.args), lengths=list(task.lengths or []) or [1024], seed=task.seed, tokenizer=None)
     except (LongctxError, KeyError, TypeError, ValueError):
         return None
     return next((m for m in built.metrics if m.name == name), None)
