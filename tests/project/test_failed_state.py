@@ -114,8 +114,8 @@ def plugins(tmp_path: Path) -> list[str]:
     return ["--include-path", str(folder)]
 
 
-def _run(out: Path, plugins: list[str], tasks: str, *args: str) -> int:
-    return main(["run", "--model", "oracle", "--tasks", tasks, *plugins, "--out", str(out), *args])
+def _run(out: Path, plugins: list[str], tasks: str, *args: str, model: str = "oracle") -> int:
+    return main(["run", "--model", model, "--tasks", tasks, *plugins, "--out", str(out), *args])
 
 
 def test_partial_and_total_failures_are_counted_shown_and_exit_non_zero(tmp_path, plugins, capsys):
@@ -195,8 +195,8 @@ def test_a_crashed_task_costs_only_itself(tmp_path, plugins, capsys):
 
 def test_the_leaderboard_names_a_run_folder_it_cannot_read(tmp_path, plugins, capsys):
     out = tmp_path / "results"
-    assert _run(out, plugins, "flaky", "--model", "oracle?name=kept") == 0
-    assert _run(out, plugins, "flaky", "--model", "oracle?name=unscored") == 0
+    assert _run(out, plugins, "flaky", model="oracle?name=kept") == 0
+    assert _run(out, plugins, "flaky", model="oracle?name=unscored") == 0
     (out / "unscored" / "run.json").unlink()  # as if killed after generating, before scoring
     capsys.readouterr()
     assert main(["leaderboard", str(out), "--out", str(tmp_path / "board")]) == 0
