@@ -66,6 +66,8 @@ _PLAIN_BRACKET = re.compile(r"\\+\[(?![a-z#/@][^[]*?\])").sub
 
 PRINT_EVERY_S = 30.0
 """When not on a terminal, a long step prints its progress at most this often (and once when it ends)."""
+TASK_LINE_EVERY_S = 120.0
+"""When not on a terminal, a task still running prints a progress line at most this often (hours-long runs)."""
 _ACTIVE: list[RunProgress] = []
 
 
@@ -76,6 +78,7 @@ class RunProgress(Progress):
         super().__init__(*args, **kwargs)
         self._reported: set[TaskID] = set()
         self._subtasks: set[TaskID] = set()
+        self._lines: dict[TaskID, tuple[float, float, float]] = {}  # per task: last line, first advance, done then
 
     def __enter__(self) -> RunProgress:
         super().__enter__()
@@ -105,7 +108,10 @@ class RunProgress(Progress):
             return
         with self._lock:
             task = self._tasks.get(task_id)
-        if task is None or not (task.finished or closing):
+        if task is None:
+            return
+        if not (task.finished or closing):
+            self._running_line(task)
             return
         self._reported.add(task_id)
         # A task resumed whole starts complete: rich never marks it finished (nothing advanced), but it is done.
@@ -114,6 +120,31 @@ class RunProgress(Progress):
         total = int(task.total) if task.total is not None else "?"
         elapsed = task.finished_time if task.finished_time is not None else task.elapsed or 0.0
         self.console.print(f"{task.description}: {int(task.completed)}/{total} {state} in {elapsed:.1f} s")
+
+    def _running_line(self, task: Any) -> None:
+        """Off a terminal, every TASK_LINE_EVERY_S: done/total, elapsed and the time left at this run's rate."""
+        now = time.monotonic()
+        if task.id not in self._lines:
+            self._lines[task.id] = (now, now, task.completed)
+            return
+        last, first, first_done = self._lines[task.id]
+        if now - last < TASK_LINE_EVERY_S:
+            return
+        self._lines[task.id] = (now, first, first_done)
+        rate = (task.completed - first_done) / max(now - first, 1e-9)
+        left = f", about {_duration((task.total - task.completed) / rate)} left" if task.total and rate > 0 else ""
+        total = int(task.total) if task.total is not None else "?"
+        elapsed = _duration(task.elapsed or 0.0)
+        self.console.print(f"{task.description}: {int(task.completed)}/{total}, {elapsed}{left}", highlight=False)
+
+
+def _duration(seconds: float) -> str:
+    """`seconds` as `42 s`, `17 min` or `2 h 05 min`."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 5400:
+        return f"{seconds / 60:.0f} min"
+    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
 
 
 def progress_bar() -> RunProgress:

@@ -50,6 +50,28 @@ def test_a_task_resumed_whole_is_done_not_stopped():
     assert "needle [m]: 4/4 done" in out.getvalue() and "stopped" not in out.getvalue()
 
 
+def test_a_long_task_off_a_terminal_prints_running_lines_with_time_left(monkeypatch):
+    monkeypatch.setattr(progress, "TASK_LINE_EVERY_S", 0.0)
+    bar, out = _bar(terminal=False)
+    with bar:
+        job = bar.add_task(escape("coref_litbank [m]"), total=40, completed=10)  # 10 resumed from disk
+        for _ in range(3):
+            bar.advance(job, 5)
+    lines = out.getvalue().splitlines()
+    running = [x for x in lines if re.fullmatch(r"coref_litbank \[m\]: (20|25)/40, \d+ s, about \d+ s left", x)]
+    assert len(running) == 2, lines  # the first advance starts the rate; each later one prints (interval 0)
+    assert "coref_litbank [m]: 25/40 stopped" in out.getvalue()
+    terminal, shown = _bar(terminal=True)
+    with terminal:
+        terminal.advance(terminal.add_task("t", total=9), 3)
+        terminal.advance(terminal.add_task("u", total=9), 3)
+    assert "left" not in shown.getvalue()
+
+
+def test_durations_read_as_seconds_minutes_or_hours():
+    assert [progress._duration(s) for s in (42, 1020, 7500)] == ["42 s", "17 min", "2 h 05 min"]
+
+
 def test_long_step_off_a_terminal_prints_lines_with_tokens_per_second(monkeypatch):
     monkeypatch.setattr(progress, "PRINT_EVERY_S", 0.0)
     bar, out = _bar(terminal=False)

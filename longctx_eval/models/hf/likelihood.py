@@ -40,9 +40,56 @@ def choice_ids(
 def all_choice_ids(
     hf_tok: Any, text: str, add_special_tokens: bool, prompt_ids: Sequence[int], choices: Sequence[str]
 ) -> ChoiceIds:
-    """Every choice's ids after the prompt (see `choice_ids`)."""
-    pairs = [choice_ids(hf_tok, text, add_special_tokens, prompt_ids, c) for c in choices]
+    """Every choice's ids after the prompt (see `choice_ids`), each tokenized with the prompt's tail only where the
+    prompt has a word boundary that tokenizes the same alone (`tail_split`)."""
+    split = tail_split(hf_tok, text, prompt_ids) if len(choices) > 1 else None
+    if split is None:
+        pairs = [choice_ids(hf_tok, text, add_special_tokens, prompt_ids, c) for c in choices]
+    else:
+        pairs = [_tail_choice_ids(hf_tok, text, prompt_ids, split, c) for c in choices]
     return ChoiceIds(tuple(tuple(ids) for ids, _ in pairs), tuple(i for i, (_, ok) in enumerate(pairs) if not ok))
+
+
+TAIL_TOKENS = 24
+"""How far back from the prompt's end `tail_split` looks for a word boundary: past any merge with a choice."""
+
+
+def tail_split(hf_tok: Any, text: str, prompt_ids: Sequence[int]) -> tuple[int, int] | None:
+    """`(j, c)`: prompt token `j` starts at character `c` of `text`, where a word ends and a space-led word begins
+    (a pre-tokenizer split that appending cannot move), and `text[c:]` tokenized alone gives `prompt_ids[j:]`
+    exactly; None where no such point is found (slow tokenizer, short prompt, special tokens at the end).
+
+    Tokenizing `text[c:] + choice` then gives what `text + choice` gives after `prompt_ids[:j]`, so a choice costs
+    its tail instead of the whole document (a document's 40 choices at 8K were 40 full tokenizations)."""
+    if not getattr(hf_tok, "is_fast", False) or len(prompt_ids) < 4 * TAIL_TOKENS:
+        return None
+    enc = hf_tok(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = list(enc["input_ids"]), enc["offset_mapping"]
+    lead = len(prompt_ids) - len(ids)
+    if lead < 0 or list(prompt_ids[lead:]) != ids:
+        return None
+    for k in range(len(ids) - TAIL_TOKENS, len(ids) - 3 * TAIL_TOKENS, -1):
+        for c in (offsets[k][0], offsets[k][0] - 1):  # a space-led token's offset may or may not include its space
+            if _word_start(text, c) and hf_tok(text[c:], add_special_tokens=False)["input_ids"] == ids[k:]:
+                return lead + k, c
+    return None
+
+
+def _word_start(text: str, c: int) -> bool:
+    """Whether `text[c]` is a single space between a word's end and the next word's start."""
+    return 0 < c < len(text) - 1 and text[c] == " " and not text[c - 1].isspace() and not text[c + 1].isspace()
+
+
+def _tail_choice_ids(
+    hf_tok: Any, text: str, prompt_ids: Sequence[int], split: tuple[int, int], choice: str
+) -> tuple[list[int], bool]:
+    """`choice_ids` through the prompt's tail from `split` (see `tail_split`)."""
+    j, c = split
+    tail = list(prompt_ids[j:])
+    whole = hf_tok(text[c:] + choice, add_special_tokens=False)["input_ids"]
+    if whole[: len(tail)] == tail:
+        return list(whole[len(tail) :]), True
+    return list(hf_tok(choice, add_special_tokens=False)["input_ids"]), False
 
 
 @dataclass(frozen=True)
