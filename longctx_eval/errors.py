@@ -14,6 +14,12 @@ class ConfigError(LongctxError):
     """A configuration value, CLI argument or model spec is malformed or unknown."""
 
 
+class NotInstalled(ConfigError):
+    """A spec names an opt-in embedded model whose package is not installed (the message names the make target).
+
+    A suite skips such a model with this line unless the run names it (`--part`); elsewhere it is a ConfigError."""
+
+
 class TaskDefinitionError(LongctxError):
     """A task plugin is malformed: raised at discovery, naming the file and the expected form."""
 

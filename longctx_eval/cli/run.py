@@ -11,7 +11,7 @@ from longctx_eval.cli import add_include_path
 from longctx_eval.cli.composite_flags import add_composite_flags, composite_config
 from longctx_eval.cli.effective_flags import add_effective_flags, effective_config
 from longctx_eval.discovery import discover, in_tree_tasks, select
-from longctx_eval.errors import ConfigError
+from longctx_eval.errors import ConfigError, NotInstalled
 from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.spec import check_distinct_names, expand_models, parse_spec
 from longctx_eval.progress import console, console_text
@@ -165,7 +165,13 @@ def plans_of(args: argparse.Namespace, registry: Registry[TaskInfo]) -> Plans:
             )
     plans: Plans = []
     for raw, ps in raw_plans:
-        spec = parse_spec(raw)  # every spec and option is checked here, before anything loads or moves
+        try:
+            spec = parse_spec(raw)  # every spec and option is checked here, before anything loads or moves
+        except NotInstalled as exc:  # an opt-in model in a suite: skipped, said, unless the run names it
+            if suite is None or _names_model(args.part, raw):
+                raise
+            console.print(f"skipped (opt-in, not installed): {console_text(exc)}", highlight=False)
+            continue
         out = []
         for p in ps:
             given = p.info.check_args(cli_args.get(p.info.name, {}), "--task-arg")
@@ -182,6 +188,12 @@ def plans_of(args: argparse.Namespace, registry: Registry[TaskInfo]) -> Plans:
 
         plans = select_parts(plans, [p.strip() for p in args.part.split(",") if p.strip()])
     return plans
+
+
+def _names_model(part: str | None, raw: str) -> bool:
+    """Whether `--part` names the suite model `raw` itself (its name, or one of its MODEL:TASK pairs)."""
+    parts = [p.strip() for p in (part or "").split(",")]
+    return any(p == raw or p.startswith(f"{raw}:") for p in parts)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

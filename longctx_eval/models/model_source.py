@@ -11,7 +11,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
-from longctx_eval.errors import ConfigError, ModelFileError, PrerequisiteError
+from longctx_eval.errors import ConfigError, ModelFileError, NotInstalled, PrerequisiteError
 from longctx_eval.models.assets import (
     EMBEDDED_GGUF,
     GEMMA3,
@@ -37,7 +37,7 @@ def check_target(target: str, raw: str) -> None:
     """An embedded name, an existing folder or a hub id; a path that does not exist is a ConfigError, and so is
     an opt-in embedded model whose package is not installed (the line names the make target)."""
     if target == GEMMA3.name and not gemma3_installed():
-        raise ConfigError(f"model spec {raw!r}: {GEMMA3_INSTALL}")
+        raise NotInstalled(f"model spec {raw!r}: {GEMMA3_INSTALL}")
     if target in (*EMBEDDED_HF, "minilm"):
         return
     path = Path(target).expanduser()

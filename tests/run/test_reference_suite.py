@@ -94,9 +94,14 @@ SPREAD_TASKS = (
 )
 
 
+GEMMA = {4096: (100, 20), 8192: (30, 20), 16384: (5, 4), 32768: (5, 4)}
+"""Gemma 3 270M's cells, length -> (n, haystacks) at least: issue 37's n >= 100 at 4K, >= 30 at 8K, >= 5 beyond."""
+
+
 def test_every_needle_and_cross_paragraph_cell_reads_at_least_20_haystacks(reference):
     """Counted on the plans (no haystack built), after the suite's limit: n as before, >= 20 distinct haystacks
-    (`metadata["cluster"]`) per cell at every length, 1M included, and every depth of a depth grid present."""
+    (`metadata["cluster"]`) per cell at every length, 1M included (Gemma 3 past 4K: GEMMA), and every depth of a
+    depth grid present."""
     from longctx_eval.run.sampling import choose
 
     checked = 0
@@ -110,12 +115,16 @@ def test_every_needle_and_cross_paragraph_cell_reads_at_least_20_haystacks(refer
                 chosen, _ = choose(plan.info, list(task.dataset.plan()), plan.limit)
                 for n in lengths:
                     cell = [p.metadata for p in chosen if p.metadata["target_tokens"] == n]
-                    assert len(cell) >= (50 if n == 1048576 else 100 if spec != "smollm2-135m" else 50), (spec, name, n)
-                    assert len({m["cluster"] for m in cell}) >= 20, (spec, name, n)
+                    want_n, want_h = (50 if n == 1048576 else 100 if spec != "smollm2-135m" else 50), 20
+                    if spec == "gemma3-270m":  # a slow model: the issue's n per length, low n past 8K
+                        want_n, want_h = GEMMA[n]
+                    assert len(cell) >= want_n, (spec, name, n)
+                    assert len({m["cluster"] for m in cell}) >= want_h, (spec, name, n)
                     if "depths" in args:
                         assert len({m["depth"] for m in cell}) == args["depths"], (spec, name, n)
                     checked += 1
-    assert checked == 4 * 6 * 4 + 3 + 3 + 4 * 2 + 2 * 2  # retrievers, SmolLM2's needle and cross, its variants, RAG
+    # retrievers, SmolLM2's needle and cross, its variants, RAG, Gemma 3's needle and cross
+    assert checked == 4 * 6 * 4 + 3 + 3 + 4 * 2 + 2 * 2 + 2 * 4
 
 
 def test_shared_haystacks_keep_each_samples_needles(minilm_tokenizer):

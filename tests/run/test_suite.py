@@ -23,7 +23,10 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.parametrize("suite", ["default", "recall-full", "reference"])
-def test_shipped_suites_name_known_models_and_tasks(suite):
+def test_shipped_suites_name_known_models_and_tasks(suite, monkeypatch):
+    from longctx_eval.models import model_source
+
+    monkeypatch.setattr(model_source, "gemma3_installed", lambda: True)  # names are checked here, not installs
     plans = load_suite(suite, discover())
     assert {"minilm", "bm25", "smollm2-135m"} <= set(plans)
     for spec, tasks in plans.items():
@@ -223,3 +226,21 @@ def test_drawn_suites_load_or_fail_in_one_line(tmp_path):
 
     values()
     spliced()
+
+
+def test_a_suite_skips_an_opt_in_model_not_installed_and_says_so(tmp_path, monkeypatch, capsys):
+    """The reference suite names Gemma 3 (opt-in): without its package the rest runs, one line says why Gemma did
+    not, and a run that names Gemma itself (`--part`) stops with the install line, exit 2."""
+    from longctx_eval.models import model_source
+
+    monkeypatch.setattr(model_source, "gemma3_installed", lambda: False)
+    suite = tmp_path / "mine.toml"
+    suite.write_text("[oracle]\nneedle = { lengths = [448], limit = 2 }\n\n[gemma3-270m]\nneedle = { lengths = [448] }\n")
+    out = tmp_path / "out"
+    assert main(["run", "--suite", str(suite), "--out", str(out)]) == 0
+    err = capsys.readouterr().err
+    assert "skipped (opt-in, not installed): model spec 'gemma3-270m'" in err and "make gemma3" in err
+    assert (out / "oracle" / "run.json").is_file() and not (out / "gemma3-270m").exists()
+    for part in ("gemma3-270m", "gemma3-270m:needle"):
+        assert main(["run", "--suite", str(suite), "--part", part, "--out", str(out)]) == 2
+        assert "make gemma3" in capsys.readouterr().err
