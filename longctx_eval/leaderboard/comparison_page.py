@@ -19,7 +19,7 @@ from longctx_eval.scoring.comparison import holm_rows, is_significant, p_text
 from longctx_eval.scoring.labels import length_label
 from longctx_eval.scoring.paired_aggregate import paired_join, paired_rows
 from longctx_eval.scoring.paired_scores import Join, PairedDifference, PairKey, SampleScore
-from longctx_eval.scoring.paired_tests import TESTS
+from longctx_eval.scoring.paired_tests import CLUSTER_SWAP, TESTS
 
 Samples = Mapping[str, Mapping[str, Mapping[PairKey, SampleScore]]]
 """Per model name and board: its per-sample scores (from run folders' scores/)."""
@@ -49,7 +49,8 @@ INTRO = (
     "pairs share clusters; else McNemar's exact test for 0/1 scores, a sign-flip permutation test otherwise); "
     "Holm p: adjusted by Holm's correction across every cell of this page (a one-length task's pooled row "
     "repeats its cell); **significant** when Holm p < 0.05, as `longctx-eval compare` decides. Better: samples "
-    "where one scored higher."
+    "where one scored higher; for a score computed over a whole document's answers (CoNLL F1, the "
+    f"{CLUSTER_SWAP} rows), clusters where one scored higher on that cluster alone, shown as such."
 )
 
 
@@ -151,12 +152,17 @@ def _row(d: PairedDifference, holm_p: float) -> tuple[Cell, ...]:
         Cell(f"{d.mean_b:.3f}", d.mean_b, own=True),
         Cell(f"{d.difference:+.3f} {pair_interval(d)}", d.difference, own=True),
         Cell("yes" if significant else "no", int(significant), own=True),
-        Cell(str(d.a_better), d.a_better, own=True),
-        Cell(str(d.b_better), d.b_better, own=True),
+        Cell(_better(d.a_better, d), d.a_better, own=True),
+        Cell(_better(d.b_better, d), d.b_better, own=True),
         Cell(d.test, d.test),
         Cell(p_text(d.p_value), d.p_value, own=True),
         Cell(p_text(holm_p), holm_p, own=True),
     )
+
+
+def _better(count: int, d: PairedDifference) -> str:
+    """How many favour one side: samples, or for a whole-cluster score (cluster-swap rows) clusters, said so."""
+    return f"{count} cluster{'s' if count != 1 else ''}" if d.test == CLUSTER_SWAP else str(count)
 
 
 def _over_clusters(d: PairedDifference) -> str:

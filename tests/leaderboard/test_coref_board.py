@@ -78,3 +78,18 @@ def test_compare_pairs_the_two_on_conll_f1_recomputed_on_each_side(board: Path, 
     assert main(["compare", str(runs / "coref-baseline"), str(runs / "smollm2-135m"), "--task", "coref_synthetic"]) == 0
     out = capsys.readouterr().out
     assert "conll_f1 · cluster-swap permutation · 2 pairs" in out and "0 refused" in out
+
+
+def test_the_comparison_page_counts_documents_where_conll_f1_favours_a_side(board: Path) -> None:
+    """CoNLL F1 exists per document set, not per sample: the page's 'better' columns count clusters, and say so."""
+    import re
+
+    pages = [
+        p for p in (board / "site").rglob("*.html") if "coref_synthetic" in p.read_text() and " vs " in p.read_text()
+    ]
+    page = next(p.read_text() for p in pages if 'class="sortable compare"' in p.read_text())
+    table = page.split('class="sortable compare"', 1)[1].split("</tbody>", 1)[0]
+    cells = [re.findall(r"<td[^>]*>(.*?)</td>", r) for r in re.findall(r"<tr>(.*?)</tr>", table)]
+    better = [c[6:8] for c in cells if len(c) > 8 and c[8] == "cluster-swap permutation"]
+    assert better and all(re.fullmatch(r"\d+ clusters?", x) for row in better for x in row), better
+    assert "clusters where one scored higher on that cluster alone" in page
