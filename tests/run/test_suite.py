@@ -235,7 +235,8 @@ def test_a_suite_skips_an_opt_in_model_not_installed_and_says_so(tmp_path, monke
 
     monkeypatch.setattr(model_source, "gemma3_installed", lambda: False)
     suite = tmp_path / "mine.toml"
-    suite.write_text("[oracle]\nneedle = { lengths = [448], limit = 2 }\n\n[gemma3-270m]\nneedle = { lengths = [448] }\n")
+    oracle, gemma = "[oracle]\nneedle = { lengths = [448], limit = 2 }", "[gemma3-270m]\nneedle = { lengths = [448] }"
+    suite.write_text(f"{oracle}\n\n{gemma}\n")
     out = tmp_path / "out"
     assert main(["run", "--suite", str(suite), "--out", str(out)]) == 0
     err = capsys.readouterr().err

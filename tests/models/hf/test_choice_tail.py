@@ -18,7 +18,7 @@ ENDINGS = (
     "\nAnswer:\n",
     "\n\nThe next word is un",
 )
-CHOICES = (" Mary", "Mary", " [0 new]", " [12] she", "s", "ed by", "\n\nTom", " 1999.", " über", ",", "  two spaces", " 42")
+CHOICES = (" Mary", "Mary", " [0 new]", " [12] she", "s", "ed by", "\n\nTom", " 1999.", " über", ",", "  two", " 42")
 
 
 def _tokenizers() -> list[tuple[str, object]]:
