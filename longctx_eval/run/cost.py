@@ -137,6 +137,16 @@ def output_budget(adapter: ModelAdapter, request: Request) -> int:
     return int(bound(request)) if callable(bound) else request.max_new_tokens
 
 
+def calls(adapter: ModelAdapter, request: Request, prompt_tokens: int) -> list[tuple[int, int]]:
+    """The (prompt tokens, most output tokens) of each call `request` is served as: one, except where the adapter
+    sends a choice request as a call per choice (`billed_calls`: a served model scoring by echoed log-probabilities,
+    each call billed for the prompt and its choice)."""
+    per_choice = getattr(adapter, "billed_calls", None)
+    if request.choices and callable(per_choice):
+        return list(per_choice(request))
+    return [(prompt_tokens, output_budget(adapter, request))]
+
+
 def price_entry(model: str) -> str:
     """The TOML lines of one price-table entry, to be copied into the table as printed and filled in."""
     name = model.replace("\\", "\\\\").replace('"', '\\"')
@@ -201,13 +211,19 @@ class Budget:
             )
             raise BudgetStop(self.stopped)
 
-    def after(self, raw_spec: str, batch: Sequence[tuple[int, int]], preds: Sequence[Prediction]) -> None:
-        """Add what a sent batch cost: the server's usage where reported, else each request's upper bound."""
+    def after(self, raw_spec: str, batch: Sequence[Sequence[tuple[int, int]]], preds: Sequence[Prediction]) -> None:
+        """Add what a sent batch cost, per request its calls (`calls`): the server's usage where reported, else
+        each call's upper bound (a request sent as several calls, one per choice, is counted at its calls' bounds:
+        its prediction reports the shared prompt once, not what each call was billed)."""
         priced = self._priced(raw_spec)
-        self.requests += len(preds)
+        self.requests += sum(len(c) for c in batch)
         if priced.local:
             return
-        for (prompt, max_out), pred in zip(batch, preds, strict=True):
+        for bills, pred in zip(batch, preds, strict=True):
+            if len(bills) != 1:
+                self.spent_usd += sum(priced.cost(p, o) or 0.0 for p, o in bills)
+                continue
+            ((prompt, max_out),) = bills
             # No usage reported (a failed request, a server without usage): counted at its upper bound, so the
             # budget is never exceeded by what the server may have billed anyway.
             used_prompt = pred.prompt_tokens if pred.prompt_tokens is not None else prompt

@@ -24,7 +24,7 @@ from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.options import HFOptions, VLLMOptions
 from longctx_eval.progress import status
 from longctx_eval.run.config import RunConfig, TaskPlan
-from longctx_eval.run.cost import ModelPrice, PriceTable, output_budget, price_of
+from longctx_eval.run.cost import ModelPrice, PriceTable, calls, price_of
 from longctx_eval.run.plan_samples import plan_samples
 from longctx_eval.run.throughput import (  # noqa: F401  (measured_throughput, parse_assumed: also importable here)
     ThroughputModel,
@@ -265,12 +265,13 @@ def _task_row(
                     todo.append((bound, r, int(s.metadata.get("target_tokens", 0))))
     measured = [(b, r, b.prompt_tokens(r), length) for b, r, length in todo]
     fits = [(b, r, n, length) for b, r, n, length in measured if not (capability.windowed and not b.fits(r, n))]
-    prompt = sum(n for _, _, n, _ in fits)
-    output = sum(output_budget(b, r) for b, r, _, _ in fits)
+    billed = [(length, calls(b, r, n)) for b, r, n, length in fits]  # a served choice request: a call per choice
+    prompt = sum(p for _, cs in billed for p, _ in cs)
+    output = sum(o for _, cs in billed for _, o in cs)
     by_length: dict[int, LengthLoad] = {}
-    for b, r, n, length in fits:
-        budget = output_budget(b, r)
-        by_length[length] = by_length.get(length, LengthLoad()).plus(LengthLoad(1, n + budget, n, budget))
+    for length, cs in billed:
+        p, o = sum(c[0] for c in cs), sum(c[1] for c in cs)
+        by_length[length] = by_length.get(length, LengthLoad()).plus(LengthLoad(1, p + o, p, o))
     return DryRow(
         model=spec.name,
         task=info.name,

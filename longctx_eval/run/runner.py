@@ -32,7 +32,7 @@ from longctx_eval.progress import console, console_text, progress_bar, status
 from longctx_eval.provenance import environment, suite_info
 from longctx_eval.results import Skipped, failure_summary, task_failed
 from longctx_eval.run.config import RunConfig, TaskPlan
-from longctx_eval.run.cost import Budget, BudgetStop, output_budget
+from longctx_eval.run.cost import Budget, BudgetStop, calls
 from longctx_eval.run.plan_samples import plan_samples
 from longctx_eval.run.sampling import dataset_hash
 from longctx_eval.run_folder.lock import RunFolderBusy, RunLock
@@ -369,8 +369,8 @@ def _generate(
                     continue
             number = first + index
             if budget is not None:  # --max-cost: spent + this batch's upper bound must stay within the budget
-                bounds = [(n, output_budget(bound, r)) for _, r, n in batch]
-                budget.before(adapter.meta.spec, bounds)
+                bounds = [calls(bound, r, n) for _, r, n in batch]
+                budget.before(adapter.meta.spec, [c for cs in bounds for c in cs])
             early: set[int] = set()  # requests saved as their reply arrived (served models), by id()
 
             def arrived(

@@ -56,11 +56,11 @@ def test_budget_stops_before_the_batch_that_could_exceed_it(tmp_path):
     budget = Budget(1.0, load_prices(path))
     budget.check_specs([parse_spec(spec)])
     budget.before(spec, [(500, 100)])  # up to $0.70: allowed
-    budget.after(spec, [(500, 100)], [Prediction(text="x", prompt_tokens=500, completion_tokens=10)])
+    budget.after(spec, [[(500, 100)]], [Prediction(text="x", prompt_tokens=500, completion_tokens=10)])
     assert budget.spent_usd == pytest.approx(0.52)  # the server's usage, not the bound
     with pytest.raises(BudgetStop, match=r"spent \$0.5200 of --max-cost \$1.0000"):
         budget.before(spec, [(400, 100)])  # 0.52 + 0.60 > 1.0
-    budget.after(spec, [(10, 5)], [Prediction(status="error", error="timeout")])  # no usage: the upper bound
+    budget.after(spec, [[(10, 5)]], [Prediction(status="error", error="timeout")])  # no usage: the upper bound
     assert budget.spent_usd == pytest.approx(0.52 + 0.02)
     budget.before("smollm2-135m", [(10**9, 10**9)])  # a local model never stops the run
     with pytest.raises(ConfigError, match="no price for served model 'other'"):
@@ -121,6 +121,38 @@ def test_dry_run_then_a_budgeted_served_run_resumes(serve_hf, fault_proxy, tmp_p
     assert main(["score", str(out / "served"), "--composite-weights", "0,0,1,0"]) == 0
     rescored = json.loads((out / "served" / "run.json").read_text())["tasks"][0]["composite"]
     assert rescored["value"] == pytest.approx(rescored["recall"])
+
+
+def test_a_served_choice_request_is_budgeted_as_a_call_per_choice(serve_hf, fault_proxy, tmp_path, capsys):
+    """Scoring choices by echoed log-probabilities sends one call per choice, each billed for the prompt and its
+    choice: the dry run counts every call, and a budget that covers the shared prompt once but not its calls
+    stops before the first is sent (it was counted once, so the run spent several times its bound)."""
+    proxy = fault_proxy(serve_hf, schedule="seq:ok")
+    spec = f"openai:{SERVE_MODEL}@{proxy}?tokenizer=smollm2-135m&endpoint=completions&batch_size=1&name=served"
+    prices = tmp_path / "prices.toml"
+    prices.write_text(f'[models."{SERVE_MODEL}"]\ninput = 1000\noutput = 1000\n')  # $0.001 per token
+    out = tmp_path / "out"
+    common = ["--model", spec, "--tasks", "coref_synthetic", "--lengths", "1024", "--prices", str(prices)]
+    common += ["--task-arg", "coref_synthetic.per_length=1", "--task-arg", "coref_synthetic.asked=2"]
+    common += ["--out", str(out)]
+
+    assert main(["run", "--dry-run", *common]) == 0
+    _, _, requests, _, _, prompt, longest, output, *_ = _dry_row(capsys.readouterr().out, "served")
+    requests, prompt, longest = int(requests), int(prompt.replace(",", "")), int(longest.replace(",", ""))
+    calls = int(output.replace(",", ""))  # each call generates at most 1 token
+    assert calls > requests >= 1 and prompt > calls * 900  # a call per choice, each with the whole prompt
+    assert http_json(root(proxy) + "/fault-stats")[1]["requests"] == 0  # a dry run sends nothing
+
+    assert main(["run", *common, "--max-cost", f"{1.5 * longest / 1000:.4f}"]) == 3  # > one prompt, < its calls
+    assert "stopped at the cost budget" in capsys.readouterr().err
+    preds = out / "served" / "predictions.jsonl"
+    assert not preds.exists() or not preds.read_text()  # no choice's call was sent
+    probes = http_json(root(proxy) + "/fault-stats")[1]["requests"]  # the capability check's echo probe only
+    assert probes <= 2
+
+    assert main(["run", *common, "--max-cost", "1000"]) == 0
+    sent = http_json(root(proxy) + "/fault-stats")[1]["requests"] - 2 * probes
+    assert sent == calls  # the dry run counted every call the run then sent
 
 
 def test_unknown_price_is_said_and_refused(tmp_path, capsys):

@@ -403,6 +403,11 @@ class OpenAIModel(ModelAdapter):
         """The NAME of the environment variable the key is read from."""
         return self.options.api_key_env
 
+    def billed_calls(self, request: Request) -> list[tuple[int, int]]:
+        """A likelihood request's calls as billed: per choice, its echo call's prompt + choice tokens and 1 token."""
+        _, pairs = self._echo_requests(request)
+        return [(int(req.prompt_tokens or 0), req.max_tokens) for req, _ in pairs]
+
     def max_output_tokens(self, request: Request) -> int:
         """The most tokens a reply may generate: the answer budget plus the thinking budget."""
         return request.max_new_tokens + self.thinking_tokens
