@@ -33,11 +33,17 @@ EMBEDDED_HF = (*EMBEDDED_GGUF, *REFERENCE_MODELS)
 FOLDER_FORM = "a local model folder (config.json + weights) or a hub id org/name"
 
 
+def check_opt_in(name: str, raw: str) -> None:
+    """NotInstalled when `name` (a target or a `tokenizer=` value) is an opt-in embedded model whose package is not
+    installed (the line names the make target)."""
+    if name == GEMMA3.name and not gemma3_installed():
+        raise NotInstalled(f"model spec {raw!r}: {GEMMA3_INSTALL}")
+
+
 def check_target(target: str, raw: str) -> None:
     """An embedded name, an existing folder or a hub id; a path that does not exist is a ConfigError, and so is
-    an opt-in embedded model whose package is not installed (the line names the make target)."""
-    if target == GEMMA3.name and not gemma3_installed():
-        raise NotInstalled(f"model spec {raw!r}: {GEMMA3_INSTALL}")
+    an opt-in embedded model whose package is not installed (`check_opt_in`)."""
+    check_opt_in(target, raw)
     if target in (*EMBEDDED_HF, "minilm"):
         return
     path = Path(target).expanduser()

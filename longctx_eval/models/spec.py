@@ -85,6 +85,11 @@ def parse_spec(raw: str) -> ModelSpec:
         return adapter.parse_composite(text, target, values)
     options = parse_options(adapter.options, values, kind, text)
     adapter.check(target, text)
+    tokenizer = getattr(options, "tokenizer", None)
+    if isinstance(tokenizer, str):  # `coref:baseline?tokenizer=gemma3-270m` needs Gemma's package as its target would
+        from longctx_eval.models.model_source import check_opt_in
+
+        check_opt_in(tokenizer, text)
     name = options.name or _default_name(short, adapter, target)
     chunking = getattr(options, "chunking", "greedy")
     if chunking != "greedy" and not options.name:  # minilm?chunking=resync

@@ -258,3 +258,25 @@ def test_every_smollm2_and_rag_cell_builds_with_its_planned_n(reference):
             per_length = {n: sum(s.metadata["target_tokens"] == n for s in built.samples) for n in plan.lengths}
             least = 100 if spec != "smollm2-135m" or name in ("needle", "cross_paragraph") else 50
             assert min(per_length.values()) >= least, (spec, name, per_length)
+
+
+def test_gemma3_reads_coreference_to_its_window(reference):
+    """Issue 37's coref cells: 100 synthetic narratives at 4K and a few to 32K (low n, shown as such), LitBank and
+    OntoGUM as SmolLM2's, MRCR-style at 4K (102) and 16K/32K (6 each)."""
+    gemma, smol = reference["gemma3-270m"], reference["smollm2-135m"]
+    synthetic = gemma["coref_synthetic"]
+    per_length = {n: {**synthetic.args, **synthetic.length_args.get(n, {})}["per_length"] for n in synthetic.lengths}
+    assert per_length == {4096: 100, 8192: 20, 16384: 5, 32768: 5}
+    for name in ("coref_litbank", "coref_ontogum"):
+        assert (gemma[name].lengths, gemma[name].args) == (smol[name].lengths, smol[name].args), name
+    baseline = reference["coref:baseline?tokenizer=gemma3-270m&name=coref-baseline-gemma3"]
+    for name, plan in baseline.items():  # Gemma's documents: they pair one for one
+        assert (plan.lengths, plan.args, plan.length_args) == (
+            gemma[name].lengths,
+            gemma[name].args,
+            gemma[name].length_args,
+        )
+    assert set(baseline) == {"coref_synthetic", "coref_litbank", "coref_ontogum"}
+    mrcr = gemma["mrcr"]
+    conversations = {n: {**mrcr.args, **mrcr.length_args.get(n, {})}["per_cell"] for n in mrcr.lengths}
+    assert conversations == {4096: 34, 16384: 2, 32768: 2}  # 3 questions each (2, 4 and 8 look-alikes)
