@@ -17,7 +17,10 @@ class ConfigError(LongctxError):
 class NotInstalled(ConfigError):
     """A spec names an opt-in embedded model whose package is not installed (the message names the make target).
 
-    A suite skips such a model with this line unless the run names it (`--part`); elsewhere it is a ConfigError."""
+    A suite skips such a model with this line unless the run names it (`--part`); elsewhere it is a ConfigError.
+    `name`: the model's run-folder name, where the spec got that far."""
+
+    name: str | None = None
 
 
 class TaskDefinitionError(LongctxError):

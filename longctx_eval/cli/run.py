@@ -168,7 +168,7 @@ def plans_of(args: argparse.Namespace, registry: Registry[TaskInfo]) -> Plans:
         try:
             spec = parse_spec(raw)  # every spec and option is checked here, before anything loads or moves
         except NotInstalled as exc:  # an opt-in model in a suite: skipped, said, unless the run names it
-            if suite is None or _names_model(args.part, raw):
+            if suite is None or _names_model(args.part, exc.name or raw):
                 raise
             console.print(f"skipped (opt-in, not installed): {console_text(exc)}", highlight=False)
             continue
@@ -190,10 +190,10 @@ def plans_of(args: argparse.Namespace, registry: Registry[TaskInfo]) -> Plans:
     return plans
 
 
-def _names_model(part: str | None, raw: str) -> bool:
-    """Whether `--part` names the suite model `raw` itself (its name, or one of its MODEL:TASK pairs)."""
+def _names_model(part: str | None, name: str) -> bool:
+    """Whether `--part` names the suite model `name` itself (its name, or one of its MODEL:TASK pairs)."""
     parts = [p.strip() for p in (part or "").split(",")]
-    return any(p == raw or p.startswith(f"{raw}:") for p in parts)
+    return any(p == name or p.startswith(f"{name}:") for p in parts)
 
 
 def cmd_run(args: argparse.Namespace) -> int:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 from urllib.parse import parse_qsl
 
-from longctx_eval.errors import ConfigError, did_you_mean
+from longctx_eval.errors import ConfigError, NotInstalled, did_you_mean
 from longctx_eval.models.kinds import MODEL_KINDS, AdapterKind
 from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.options import parse_options
@@ -84,12 +84,6 @@ def parse_spec(raw: str) -> ModelSpec:
     if adapter.parse is not None:  # a composite kind (`rag`): its target is specs, its query carries theirs too
         return adapter.parse_composite(text, target, values)
     options = parse_options(adapter.options, values, kind, text)
-    adapter.check(target, text)
-    tokenizer = getattr(options, "tokenizer", None)
-    if isinstance(tokenizer, str):  # `coref:baseline?tokenizer=gemma3-270m` needs Gemma's package as its target would
-        from longctx_eval.models.model_source import check_opt_in
-
-        check_opt_in(tokenizer, text)
     name = options.name or _default_name(short, adapter, target)
     chunking = getattr(options, "chunking", "greedy")
     if chunking != "greedy" and not options.name:  # minilm?chunking=resync
@@ -97,6 +91,16 @@ def parse_spec(raw: str) -> ModelSpec:
     rerank = getattr(options, "rerank", None)
     if rerank and not options.name:  # a reranked retriever is another system: `minilm?rerank=maxsim` -> minilm-maxsim
         name = f"{name}-{rerank}"
+    try:
+        adapter.check(target, text)
+        tokenizer = getattr(options, "tokenizer", None)
+        if isinstance(tokenizer, str):  # `coref:baseline?tokenizer=gemma3-270m` needs Gemma's package as its target
+            from longctx_eval.models.model_source import check_opt_in
+
+            check_opt_in(tokenizer, text)
+    except NotInstalled as exc:  # a suite names the part it skips by the model's name
+        exc.name = name
+        raise
     return ModelSpec(raw=text, kind=kind, target=target, options=options, name=name)
 
 

@@ -236,14 +236,16 @@ def test_a_suite_skips_an_opt_in_model_not_installed_and_says_so(tmp_path, monke
     monkeypatch.setattr(model_source, "gemma3_installed", lambda: False)
     suite = tmp_path / "mine.toml"
     oracle, gemma = "[oracle]\nneedle = { lengths = [448], limit = 2 }", "[gemma3-270m]\nneedle = { lengths = [448] }"
-    counted = '["coref:baseline?tokenizer=gemma3-270m"]\ncoref_synthetic = { lengths = [1024] }'  # Gemma's tokenizer
+    counted = (
+        '["coref:baseline?tokenizer=gemma3-270m&name=b3"]\ncoref_synthetic = { lengths = [1024] }'  # its tokenizer
+    )
     suite.write_text(f"{oracle}\n\n{gemma}\n\n{counted}\n")
     out = tmp_path / "out"
     assert main(["run", "--suite", str(suite), "--out", str(out)]) == 0
     err = capsys.readouterr().err
     assert "skipped (opt-in, not installed): model spec 'gemma3-270m'" in err and "make gemma3" in err
-    assert "skipped (opt-in, not installed): model spec 'coref:baseline?tokenizer=gemma3-270m'" in err
+    assert "skipped (opt-in, not installed): model spec 'coref:baseline?tokenizer=gemma3-270m&name=b3'" in err
     assert (out / "oracle" / "run.json").is_file() and not (out / "gemma3-270m").exists()
-    for part in ("gemma3-270m", "gemma3-270m:needle"):
+    for part in ("gemma3-270m", "gemma3-270m:needle", "b3", "oracle,b3:coref_synthetic"):  # by its run-folder name
         assert main(["run", "--suite", str(suite), "--part", part, "--out", str(out)]) == 2
         assert "make gemma3" in capsys.readouterr().err
