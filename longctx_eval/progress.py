@@ -132,19 +132,19 @@ class RunProgress(Progress):
             return
         self._lines[task.id] = (now, first, first_done)
         rate = (task.completed - first_done) / max(now - first, 1e-9)
-        left = f", about {_duration((task.total - task.completed) / rate)} left" if task.total and rate > 0 else ""
+        left = f", about {duration_text((task.total - task.completed) / rate)} left" if task.total and rate > 0 else ""
         total = int(task.total) if task.total is not None else "?"
-        elapsed = _duration(task.elapsed or 0.0)
+        elapsed = duration_text(task.elapsed or 0.0)
         self.console.print(f"{task.description}: {int(task.completed)}/{total}, {elapsed}{left}", highlight=False)
 
 
-def _duration(seconds: float) -> str:
-    """`seconds` as `42 s`, `17 min` or `2 h 05 min`."""
-    if seconds < 90:
-        return f"{seconds:.0f} s"
-    if seconds < 5400:
-        return f"{seconds / 60:.0f} min"
-    return f"{int(seconds // 3600)} h {int(seconds % 3600 // 60):02d} min"
+def duration_text(seconds: float) -> str:
+    """`seconds` as people read a duration: `42.0 s`, `17.5 min` or `2.1 h` (run progress, dry-run estimates)."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def progress_bar() -> RunProgress:

@@ -22,7 +22,7 @@ from longctx_eval.models.footprint import DTYPE_BYTES, Batching, Footprint, foot
 from longctx_eval.models.loader import load_model
 from longctx_eval.models.model_spec import ModelSpec
 from longctx_eval.models.options import HFOptions, VLLMOptions
-from longctx_eval.progress import status
+from longctx_eval.progress import duration_text, status
 from longctx_eval.run.config import RunConfig, TaskPlan
 from longctx_eval.run.cost import ModelPrice, PriceTable, calls, price_of
 from longctx_eval.run.plan_samples import plan_samples
@@ -291,14 +291,6 @@ def _usd(value: float | None) -> str:
     return "unknown" if value is None else f"${value:,.4f}"
 
 
-def _duration(seconds: float) -> str:
-    if seconds < 60:
-        return f"{seconds:.1f} s"
-    if seconds < 3600:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.1f} h"
-
-
 def batching(spec: ModelSpec, fp: Footprint) -> Batching:
     """How the runner and the adapter batch a local model's requests where it would run (the KV cache's batch)."""
     from longctx_eval.models.hf.batching import AUTO_BUDGET_CAP, AUTO_MAX_REQUESTS
@@ -355,7 +347,7 @@ def _memory_lines(result: DryRun, specs: Sequence[ModelSpec]) -> list[str]:
                     gigabytes(mem.kv_bytes),
                     gigabytes(mem.total_bytes),
                     fp.fits(mem),
-                    _duration(rate.seconds(load.prompt_tokens, load.output_tokens)),
+                    duration_text(rate.seconds(load.prompt_tokens, load.output_tokens)),
                 )
             )
         per_token = fp.attention.kv_bytes(1, DTYPE_BYTES[fp.dtype])
@@ -417,7 +409,7 @@ def render(
                 f"{r.max_prompt_tokens:,}",
                 f"{r.max_output_tokens:,}",
                 _usd(r.cost_usd),
-                _duration(r.seconds),
+                duration_text(r.seconds),
             )
         )
     live = [r for r in rows if r.skipped is None]
@@ -434,7 +426,7 @@ def render(
             f"{max((r.max_prompt_tokens for r in live), default=0):,}",
             f"{sum(r.max_output_tokens for r in live):,}",
             _usd(total_cost),
-            _duration(sum(r.seconds for r in live)),
+            duration_text(sum(r.seconds for r in live)),
         )
     )
     widths = [max(len(str(x[i])) for x in [head, *body]) for i in range(len(head) - 1)]

@@ -58,7 +58,7 @@ def test_a_long_task_off_a_terminal_prints_running_lines_with_time_left(monkeypa
         for _ in range(3):
             bar.advance(job, 5)
     lines = out.getvalue().splitlines()
-    running = [x for x in lines if re.fullmatch(r"coref_litbank \[m\]: (20|25)/40, \d+ s, about \d+ s left", x)]
+    running = [x for x in lines if re.fullmatch(r"coref_litbank \[m\]: (20|25)/40, [\d.]+ s, about [\d.]+ s left", x)]
     assert len(running) == 2, lines  # the first advance starts the rate; each later one prints (interval 0)
     assert "coref_litbank [m]: 25/40 stopped" in out.getvalue()
     terminal, shown = _bar(terminal=True)
@@ -69,7 +69,7 @@ def test_a_long_task_off_a_terminal_prints_running_lines_with_time_left(monkeypa
 
 
 def test_durations_read_as_seconds_minutes_or_hours():
-    assert [progress._duration(s) for s in (42, 1020, 7500)] == ["42 s", "17 min", "2 h 05 min"]
+    assert [progress.duration_text(s) for s in (42, 1020, 7500)] == ["42.0 s", "17.0 min", "2.1 h"]
 
 
 def test_long_step_off_a_terminal_prints_lines_with_tokens_per_second(monkeypatch):
