@@ -11,7 +11,6 @@ cluster by cluster at random (under no difference a cluster's two sides are exch
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import cast
 
 import numpy as np
 
@@ -20,7 +19,15 @@ from longctx_eval.metrics.aggregate import Metric
 from longctx_eval.metrics.bootstrap import N_RESAMPLES, has_interval, resample_counts
 from longctx_eval.metrics.cluster_stats import cluster_codes
 from longctx_eval.results import TaskResult
-from longctx_eval.scoring.paired_scores import Join, PairedDifference, PairKey, SampleScore, join, paired_differences
+from longctx_eval.scoring.paired_scores import (
+    Join,
+    PairedDifference,
+    PairKey,
+    SampleScore,
+    join,
+    length_groups,
+    paired_differences,
+)
 from longctx_eval.scoring.paired_tests import CLUSTER_SWAP
 
 PERMUTATIONS = 2000
@@ -81,12 +88,7 @@ def aggregate_differences(
     seed: int = 0,
 ) -> list[PairedDifference]:
     """Per length (sorted) then pooled: metric(A) - metric(B) over `pairs` (every pair holds `metric.fields`)."""
-    keys = list(pairs)
-    if not keys:
-        return []
-    lengths = sorted(cast(set[int], {a[k].length for k in keys if a[k].length is not None}))
-    groups = [(n, [k for k in keys if a[k].length == n]) for n in lengths]
-    return [_row(length, ks, a, b, metric, seed) for length, ks in [*groups, (None, keys)]]
+    return [_row(length, ks, a, b, metric, seed) for length, ks in length_groups(list(pairs), a)]
 
 
 def _row(

@@ -196,11 +196,16 @@ def paired_differences(
 ) -> list[PairedDifference]:
     """Per length (sorted) then pooled: A - B of `field` over the joined pairs (`join`, or `pairs` given)."""
     keys = list(join(a, b, field).pairs if pairs is None else pairs)
+    return [_difference(length, ks, a, b, field, seed) for length, ks in length_groups(keys, a)]
+
+
+def length_groups(keys: Sequence[PairKey], a: Mapping[PairKey, SampleScore]) -> list[tuple[int | None, list[PairKey]]]:
+    """The rows of a paired comparison: the pairs of each length (sorted), then all of them pooled (None); none
+    without pairs."""
     if not keys:
         return []
     lengths = sorted(cast(set[int], {a[k].length for k in keys if a[k].length is not None}))
-    groups: list[tuple[int | None, list[PairKey]]] = [(n, [k for k in keys if a[k].length == n]) for n in lengths]
-    return [_difference(length, ks, a, b, field, seed) for length, ks in [*groups, (None, keys)]]
+    return [*((n, [k for k in keys if a[k].length == n]) for n in lengths), (None, list(keys))]
 
 
 def _difference(
