@@ -38,6 +38,7 @@ from longctx_eval.models.hf.likelihood import (
     PACKED_ATTENTION,
     ChoiceIds,
     all_choice_ids,
+    packable_layers,
     prefill_last,
     score_after_prefill,
     score_full,
@@ -120,7 +121,7 @@ class HFCausalLM(ModelAdapter):
         self._window_chunks = self.chunkable and has_sliding_layers(self.model.config)  # see window_chunk
         self._cache_kwarg = _generate_cache_kwarg()
         self._attn_implementation: str | None = getattr(self.model.config, "_attn_implementation", None)
-        self._pack_choices = self._attn_implementation in PACKED_ATTENTION and not has_sliding_layers(self.model.config)
+        self._pack_choices = self._attn_implementation in PACKED_ATTENTION and packable_layers(self.model.config)
         """Whether a request's choices are scored in one forward (`score_packed`) rather than one forward each."""
         if "prefix_cache" in o.model_fields_set:  # outputs are the same either way; only a set value is recorded
             explicit["prefix_cache"] = o.prefix_cache == "true"
@@ -181,6 +182,7 @@ class HFCausalLM(ModelAdapter):
             "generation": self.generation,
             "window": plan.window.record(),
             "attention": plan.attention,
+            "choices_in_one_forward": self._pack_choices,
         }
         if plan.rope.variant != "none":
             out["rope"] = plan.rope.record()

@@ -14,6 +14,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from longctx_eval.models.attention_layout import FULL, SLIDING, layer_types, text_config
+
 CHOICE_CACHE = 64
 """Requests whose choice tokenizations are kept: the runner measures a batch's requests, then sends them."""
 
@@ -153,7 +155,8 @@ def score_packed(model: Any, last: Any, prompt_len: int, choices: Sequence[Seque
     the choices side by side after the prompt: each choice's tokens see the whole prompt and its own earlier tokens
     only (a 4D mask; positions restart at the prompt's end for each). The same numbers as `score_after_prefill`'s
     forward per choice, in one forward instead of one per choice (a coreference question has 5); the cache is cut
-    back to the prompt after it. Only for full-attention layers: a sliding layer would need its window in the mask."""
+    back to the prompt after it. A model with sliding-window layers (`packable_layers`) gets one mask per layer type:
+    its sliding layers' mask also hides the keys a token's window has passed (`_sliding_allowed`)."""
     import torch
 
     device = _device(model)
@@ -173,11 +176,15 @@ def score_packed(model: Any, last: Any, prompt_len: int, choices: Sequence[Seque
         order = torch.arange(q, device=device)
         among = (own[:, None] == own[None, :]) & (order[None, :] <= order[:, None])  # own choice, causal
         allowed = torch.cat([torch.ones(q, prompt_len, dtype=torch.bool, device=device), among], dim=1)
-        mask = torch.zeros(allowed.shape, dtype=dtype, device=device).masked_fill(~allowed, torch.finfo(dtype).min)
+        mask: Any = _additive(allowed, dtype)[None, None]
+        window = _sliding_window(model)
+        if window is not None:
+            pos = torch.tensor(positions, device=device)
+            mask = {FULL: mask, SLIDING: _additive(_sliding_allowed(pos, among, prompt_len, window), dtype)[None, None]}
         out = model(
             input_ids=torch.tensor([inputs], device=device),
             position_ids=torch.tensor([positions], device=device),
-            attention_mask=mask[None, None],
+            attention_mask=mask,
             **{_cache_kw(model): cache},
             use_cache=True,
         )
@@ -199,6 +206,42 @@ def score_packed(model: Any, last: Any, prompt_len: int, choices: Sequence[Seque
         logprobs.append(total)
         greedy.append(best)
     return Scores(logprobs, greedy)
+
+
+def packable_layers(config: Any) -> bool:
+    """Whether `score_packed` can mask every layer of a model with this config: all full attention, or full and
+    sliding-window layers named per layer in the config (`layer_types`: Gemma 2/3, GPT-OSS), whose models take one
+    mask per layer type. A model that slides without per-layer types (Mistral-style) takes one mask for all."""
+    kinds = set(layer_types(config))
+    return kinds == {FULL} or (kinds <= {FULL, SLIDING} and bool(getattr(text_config(config), "layer_types", None)))
+
+
+def _sliding_window(model: Any) -> int | None:
+    """The sliding layers' window when the model has any, else None."""
+    config = model.config
+    if SLIDING not in set(layer_types(config)):
+        return None
+    return int(text_config(config).sliding_window)
+
+
+def _sliding_allowed(positions: Any, among: Any, prompt_len: int, window: int) -> Any:
+    """What a sliding layer's packed tokens may attend to (queries x keys, bool): its cache shows the last
+    `window - 1` prompt keys (transformers' `DynamicSlidingWindowLayer.update`) then the packed tokens; a key counts
+    where it does in transformers' own sliding mask, position > the query's position - window."""
+    import torch
+
+    held = min(prompt_len, window - 1)
+    keys = torch.arange(prompt_len - held, prompt_len, device=positions.device)
+    near_prompt = keys[None, :] > positions[:, None] - window
+    near_own = positions[None, :] > positions[:, None] - window
+    return torch.cat([near_prompt, among & near_own], dim=1)
+
+
+def _additive(allowed: Any, dtype: Any) -> Any:
+    """An additive attention mask: 0 where `allowed`, the dtype's lowest value elsewhere."""
+    import torch
+
+    return torch.zeros(allowed.shape, dtype=dtype, device=allowed.device).masked_fill(~allowed, torch.finfo(dtype).min)
 
 
 def score_full(model: Any, prompt_ids: Sequence[int], choices: Sequence[Sequence[int]]) -> Scores:
