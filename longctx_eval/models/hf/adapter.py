@@ -35,6 +35,7 @@ from longctx_eval.models.hf.config import LoadPlan, plan_load
 from longctx_eval.models.hf.generate import FirstTokenClock, neutral_generation_config, timing
 from longctx_eval.models.hf.likelihood import (
     CHOICE_CACHE,
+    LEAD_TOKENS,
     PACKED_ATTENTION,
     ChoiceIds,
     all_choice_ids,
@@ -263,10 +264,15 @@ class HFCausalLM(ModelAdapter):
                 else:
                     pc = self.prefix_cache
                     cache, held = pc.take(prompt) if pc is not None else (self._scratch.fresh(), 0)
-                    chunk = suffix_chunk(len(prompt) - held, self._attn_implementation) if held else None
-                    last = prefill_last(self.model, prompt, cache, held, chunk)
-                    score = score_packed if self._pack_choices else score_after_prefill
-                    scores = score(self.model, last, len(prompt), choices.ids, cache)
+                    # packed: the prompt's last LEAD_TOKENS go into the choices' forward; the rest is prefilled first
+                    start = max(held, len(prompt) - LEAD_TOKENS) if self._pack_choices else len(prompt)
+                    chunk = self._prefill_chunk(start - held, held)
+                    last = prefill_last(self.model, prompt[:start], cache, held, chunk) if start > held else None
+                    if self._pack_choices:
+                        scores = score_packed(self.model, prompt, start, choices.ids, cache)
+                    else:
+                        assert last is not None  # `take` always leaves the last prompt token to prefill
+                        scores = score_after_prefill(self.model, last, len(prompt), choices.ids, cache)
                     if pc is not None:
                         pc.keep(prompt, cache)
                         data["cached_tokens"] = held
@@ -288,6 +294,14 @@ class HFCausalLM(ModelAdapter):
             data["choice_tokenized_alone"] = list(choices.alone)
         seconds = time.perf_counter() - t0
         return Prediction(prompt_tokens=len(prompt), completion_tokens=0, seconds=seconds, data=data)
+
+    def _prefill_chunk(self, tokens: int, held: int) -> int | None:
+        """Tokens per prefill step for `tokens` after `held` cached ones: `suffix_chunk` after a cached prefix, else
+        `window_chunk` for a model with sliding-window layers (only their window per step), else one step."""
+        chunk = suffix_chunk(tokens, self._attn_implementation) if held else None
+        if chunk is None and self._window_chunks:
+            chunk = window_chunk(tokens, self._attn_implementation)
+        return chunk
 
     # -- generation --------------------------------------------------------------------------------------
     def generate(self, requests: Sequence[Request]) -> list[Prediction]:

@@ -150,62 +150,88 @@ PACKED_ATTENTION = frozenset({"sdpa", "eager"})
 """Attention implementations that take a custom 4D mask as given, so every choice can be scored in one forward."""
 
 
-def score_packed(model: Any, last: Any, prompt_len: int, choices: Sequence[Sequence[int]], cache: Any) -> Scores:
-    """Every choice scored in one forward against `cache` holding the prompt (`last`: log-probabilities after it),
-    the choices side by side after the prompt: each choice's tokens see the whole prompt and its own earlier tokens
-    only (a 4D mask; positions restart at the prompt's end for each). The same numbers as `score_after_prefill`'s
-    forward per choice, in one forward instead of one per choice (a coreference question has 5); the cache is cut
-    back to the prompt after it. A model with sliding-window layers (`packable_layers`) gets one mask per layer type:
-    its sliding layers' mask also hides the keys a token's window has passed (`_sliding_allowed`)."""
+LEAD_TOKENS = 256
+"""Most prompt tokens `score_packed` takes into its forward beside the choices (the rest is prefilled before it)."""
+
+
+def score_packed(model: Any, prompt: Sequence[int], start: int, choices: Sequence[Sequence[int]], cache: Any) -> Scores:
+    """The prompt's last tokens (`prompt[start:]`, after the `start` that `cache` holds) and every choice in one
+    forward: each choice's tokens see the whole prompt and their own choice's earlier tokens only, side by side after
+    the prompt (positions restart at the prompt's end for each), under an explicit mask. The same numbers as a
+    forward for the tail, then one per choice (`score_after_prefill`), in one forward instead of 1 + one per choice (a
+    coreference question has 5, after a question of about 40 tokens). A model with sliding-window layers
+    (`packable_layers`) gets one mask per layer type, its sliding layers' also hiding the keys a token's window has
+    passed. Logits are computed for the rows read only; the cache is cut back to the prompt after it."""
     import torch
 
     device = _device(model)
-    top = int(last.argmax())
-    inputs: list[int] = []
-    positions: list[int] = []
-    owner: list[int] = []  # the choice each packed token belongs to
+    n = len(prompt)
+    assert 0 <= start < n, (start, n)
+    inputs = list(prompt[start:])
+    positions = list(range(start, n))
+    group = [-1] * len(inputs)  # -1: the prompt's tail; j: choice j
+    reads = [len(inputs) - 1]  # the rows whose log-probabilities are read: after the prompt, then each choice's
     for j, ids in enumerate(choices):
+        reads.extend(range(len(inputs), len(inputs) + len(ids) - 1))
         inputs.extend(ids[:-1])  # the last token's own prediction is never needed
-        positions.extend(range(prompt_len, prompt_len + len(ids) - 1))
-        owner.extend([j] * (len(ids) - 1))
-    rows = None
-    if inputs:
-        q = len(inputs)
-        dtype = model.get_input_embeddings().weight.dtype
-        own = torch.tensor(owner, device=device)
-        order = torch.arange(q, device=device)
-        among = (own[:, None] == own[None, :]) & (order[None, :] <= order[:, None])  # own choice, causal
-        allowed = torch.cat([torch.ones(q, prompt_len, dtype=torch.bool, device=device), among], dim=1)
-        mask: Any = _additive(allowed, dtype)[None, None]
-        window = _sliding_window(model)
-        if window is not None:
-            pos = torch.tensor(positions, device=device)
-            mask = {FULL: mask, SLIDING: _additive(_sliding_allowed(pos, among, prompt_len, window), dtype)[None, None]}
-        out = model(
-            input_ids=torch.tensor([inputs], device=device),
-            position_ids=torch.tensor([positions], device=device),
-            attention_mask=mask,
-            **{_cache_kw(model): cache},
-            use_cache=True,
-        )
-        rows = torch.log_softmax(out.logits[0].float(), dim=-1)
-        cache.crop(prompt_len - cache.get_seq_length())  # this transformers' crop takes minus the tokens to drop
+        positions.extend(range(n, n + len(ids) - 1))
+        group.extend([j] * (len(ids) - 1))
+    dtype = model.get_input_embeddings().weight.dtype
+    pos = torch.tensor(positions, device=device)
+    allowed = _packed_allowed(pos, torch.tensor(group, device=device), start, None)
+    mask: Any = _additive(allowed, dtype)[None, None]
+    window = _sliding_window(model)
+    if window is not None:
+        sliding = _packed_allowed(pos, torch.tensor(group, device=device), start, window)
+        mask = {FULL: mask, SLIDING: _additive(sliding, dtype)[None, None]}
+    base = model.base_model
+    out = base(
+        input_ids=torch.tensor([inputs], device=device),
+        position_ids=pos[None],
+        attention_mask=mask,
+        **{_cache_kw(base): cache},
+        use_cache=True,
+    )
+    hidden = out.last_hidden_state[0, reads]
+    rows = torch.log_softmax(_logits(model, model.get_output_embeddings(), hidden).float(), dim=-1)
+    cache.crop(n - cache.get_seq_length())  # this transformers' crop takes minus the tokens to drop
+    last = rows[0]
+    top = int(last.argmax())
     logprobs: list[float] = []
     greedy: list[bool] = []
-    start = 0
+    at = 1
     for ids in choices:
         total = float(last[ids[0]])
         best = top == ids[0]
         if len(ids) > 1:
-            assert rows is not None
-            logp = rows[start : start + len(ids) - 1]
+            logp = rows[at : at + len(ids) - 1]
             target = torch.tensor(list(ids[1:]), device=device)
             total += float(logp.gather(1, target[:, None]).sum())
             best = best and bool((logp.argmax(-1) == target).all())
-            start += len(ids) - 1
+            at += len(ids) - 1
         logprobs.append(total)
         greedy.append(best)
     return Scores(logprobs, greedy)
+
+
+def _packed_allowed(positions: Any, group: Any, held: int, window: int | None) -> Any:
+    """What each packed token may attend to (queries x keys, bool): the `held` cached prompt keys, then the packed
+    tokens; the prompt's tail (group -1) causally, a choice's token the whole tail and its own choice's earlier
+    tokens. With a `window` (a sliding layer): its cache shows only the last `window - 1` held keys (transformers'
+    `DynamicSlidingWindowLayer.update`), and a key counts where it does in transformers' own sliding mask, at a
+    position > the query's position - window."""
+    import torch
+
+    device = positions.device
+    order = torch.arange(len(positions), device=device)
+    among = (order[None, :] <= order[:, None]) & ((group[None, :] == -1) | (group[None, :] == group[:, None]))
+    if window is None:
+        return torch.cat([torch.ones(len(positions), held, dtype=torch.bool, device=device), among], dim=1)
+    shown = min(held, window - 1)
+    keys = torch.arange(held - shown, held, device=device)
+    near_held = keys[None, :] > positions[:, None] - window
+    near_new = positions[None, :] > positions[:, None] - window
+    return torch.cat([near_held, among & near_new], dim=1)
 
 
 def packable_layers(config: Any) -> bool:
@@ -222,19 +248,6 @@ def _sliding_window(model: Any) -> int | None:
     if SLIDING not in set(layer_types(config)):
         return None
     return int(text_config(config).sliding_window)
-
-
-def _sliding_allowed(positions: Any, among: Any, prompt_len: int, window: int) -> Any:
-    """What a sliding layer's packed tokens may attend to (queries x keys, bool): its cache shows the last
-    `window - 1` prompt keys (transformers' `DynamicSlidingWindowLayer.update`) then the packed tokens; a key counts
-    where it does in transformers' own sliding mask, position > the query's position - window."""
-    import torch
-
-    held = min(prompt_len, window - 1)
-    keys = torch.arange(prompt_len - held, prompt_len, device=positions.device)
-    near_prompt = keys[None, :] > positions[:, None] - window
-    near_own = positions[None, :] > positions[:, None] - window
-    return torch.cat([near_prompt, among & near_own], dim=1)
 
 
 def _additive(allowed: Any, dtype: Any) -> Any:

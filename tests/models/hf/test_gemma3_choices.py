@@ -1,7 +1,8 @@
 """Gemma 3 270M's choices scored in one forward (opt-in: `make gemma3`, then `pytest -m gemma3` on this file): with
-15 of 18 layers sliding at 512 tokens, `score_packed` masks each layer type apart, and on coref_synthetic questions
-past the window every choice's log-probability equals a plain forward of prompt + choice (no cache) to 1e-4, as the
-per-choice path does; a sliding mask that forgets the window is off by far more, so the prompts exercise it."""
+15 of 18 layers sliding at 512 tokens, `score_packed` masks each layer type apart. On coref_synthetic questions past
+the window (the prompt's last 256 tokens and the choices in one forward) every choice's log-probability equals a
+plain forward of prompt + choice (no cache) to 1e-4, as the per-choice path does; a sliding mask that forgets the
+window is off by far more, so the prompts exercise it."""
 
 from __future__ import annotations
 
@@ -44,8 +45,9 @@ def _packed(model, request):
     prompt = model.render(request)
     with torch.no_grad():
         cache = model._scratch.fresh()
-        last = likelihood.prefill_last(model.model, prompt, cache, 0, None)
-        got = likelihood.score_packed(model.model, last, len(prompt), model._choice_ids(request).ids, cache)
+        start = len(prompt) - likelihood.LEAD_TOKENS  # the prompt's tail goes into the choices' forward
+        likelihood.prefill_last(model.model, prompt[:start], cache, 0, None)
+        got = likelihood.score_packed(model.model, prompt, start, model._choice_ids(request).ids, cache)
     assert cache.get_seq_length() == len(prompt)  # cut back to the prompt for the next request
     return got
 
@@ -89,15 +91,17 @@ def test_the_adapter_serves_them_packed_and_reuses_the_document(gemma):
 def test_a_sliding_mask_without_the_window_differs(gemma, monkeypatch):
     """The power check: a sliding mask showing every held prompt key (the window ignored) moves a log-probability by
     more than 1e-3 on these prompts, so the equality above does depend on the window being masked."""
-    import torch
-
     from longctx_eval.models.hf import likelihood
 
-    def no_window(positions, among, prompt_len, window):
-        held = min(prompt_len, window - 1)
-        return torch.cat([torch.ones(len(positions), held, dtype=torch.bool), among], dim=1)
+    real = likelihood._packed_allowed
 
-    monkeypatch.setattr(likelihood, "_sliding_allowed", no_window)
+    def no_window(positions, group, held, window):
+        if window is None:
+            return real(positions, group, held, None)
+        mask = real(positions, group, min(held, window - 1), None)  # every key the sliding layer holds
+        return mask
+
+    monkeypatch.setattr(likelihood, "_packed_allowed", no_window)
     request = _requests(gemma, 5)[4]
     got, want = _packed(gemma, request), _full(gemma, request)
     assert max(abs(a - b) for a, b in zip(got.logprobs, want.logprobs, strict=True)) > 1e-3
