@@ -32,6 +32,7 @@ from longctx_eval import Metric, Prediction, Request, Sample, Score, Tokenizer, 
 from longctx_eval.errors import ConfigError, DataError
 from longctx_eval.metrics.coref import METRICS, document_counts, f1, scores_from_counts
 from longctx_eval.metrics.coref_protocol import (
+    antecedent_counts,
     asked_graphs,
     asked_link_counts,
     choose,
@@ -372,10 +373,34 @@ def score_sample(gold: dict, pred: Prediction) -> Score:
         counts = document_counts(as_spans[0], as_spans[1])
         asked_links = [(x, index[x.anaphor], index[x.antecedent]) for x in links if index[x.anaphor] in answers]
         values = {**counts, **asked_link_counts(asked_links, answers, ent, response)}
+    if gold["mode"] == "choice" and not system_answered(pred):
+        values.update(_antecedents(gold, pred, mentions, entity_of(gold_clusters)))
     values["conll_doc"] = scores_from_counts(counts)["conll"][2]
     values["malformed_n"], values["asked_d"] = float(malformed), float(len(answers))
     parsed = " ".join(f"{i}:{j or 0}" for i, j in sorted(answers.items()))
     return Score(values, parsed=parsed)
+
+
+def system_answered(pred: Prediction) -> bool:
+    """Whether a coreference system answered (its clusters), rather than a language model per question."""
+    return any(p.status == "ok" and p.data and "clusters" in p.data for p in (pred.parts or (pred,)))
+
+
+def _antecedents(gold: dict, pred: Prediction, mentions: Sequence[Span], entity: dict) -> dict[str, float]:
+    """`antecedent_counts` of a language model's choice-mode answers (see docs/coref.md, "The entities offered")."""
+    parts = pred.parts or (pred,)
+    asked = [int(i) for i in gold["asked"]]
+    logprobs = []
+    for k in range(len(asked)):
+        part = parts[k] if k < len(parts) else None
+        usable = part is not None and part.status == "ok" and part.data
+        logprobs.append(part.data.get("logprobs") if usable else None)  # type: ignore[union-attr]
+
+    def same(a: int, b: int) -> bool:
+        ea = entity.get(mentions[a - 1])
+        return ea is not None and ea == entity.get(mentions[b - 1])
+
+    return antecedent_counts(asked, gold["candidates"], logprobs, same)
 
 
 def _prf_reduce(prefix: str) -> Callable[[np.ndarray], float]:
@@ -418,6 +443,8 @@ def coref_metrics() -> list[Metric]:
         out.append(ratio(f"span_em@{g}_n", f"span_em@{g}_d", f"span_em@{g}"))
         out.append(ratio(f"link_recall@{g}_n", f"link_recall@{g}_d", f"link_recall@{g}"))
     out.append(ratio("malformed_n", "asked_d", "malformed_answers"))
+    out.append(ratio("antecedent_n", "antecedent_d", "antecedent_acc"))
+    out.append(ratio("antecedent_chance_n", "antecedent_d", "antecedent_chance"))
     out.append(mean("conll_doc", "conll_f1_macro"))
     return out
 

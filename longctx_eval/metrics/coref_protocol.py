@@ -167,3 +167,31 @@ def asked_link_counts(
                 out[f"{key}_n"] = out.get(f"{key}_n", 0.0) + hit
                 out[f"{key}_d"] = out.get(f"{key}_d", 0.0) + 1
     return out
+
+
+def antecedent_counts(
+    asked: Sequence[int],
+    options: Sequence[Sequence[int]],
+    logprobs: Sequence[Sequence[float] | None],
+    same_entity: Callable[[int, int], bool],
+) -> dict[str, float]:
+    """Choice mode's ranking of the entities offered, apart from the `[0 new]` option: over the asked mentions whose
+    own entity is among their candidates, how many score that candidate highest among the candidates that name an
+    earlier mention (`antecedent_n` of `antecedent_d`), and the chance of that (`antecedent_chance_n`: one over the
+    number of such candidates, summed). A question without usable log-probabilities counts in the denominator, as
+    a miss. Empty when no asked mention's own entity is offered (nothing to rank)."""
+    hit = total = chance = 0.0
+    for i, opts, values in zip(asked, options, logprobs, strict=True):
+        named = [k for k, j in enumerate(opts) if j]
+        gold = next((k for k in named if same_entity(i, opts[k])), None)
+        if gold is None:
+            continue
+        total += 1
+        chance += 1 / len(named)
+        if values is None or len(values) != len(opts) or any(float(values[k]) != float(values[k]) for k in named):
+            continue
+        best = max(named, key=lambda k: (float(values[k]), -k))  # a tie goes to the first, as `choose`
+        hit += best == gold
+    if not total:
+        return {}
+    return {"antecedent_n": hit, "antecedent_d": total, "antecedent_chance_n": chance}

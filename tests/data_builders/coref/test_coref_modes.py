@@ -101,6 +101,32 @@ def test_sampled_anaphors_are_stratified_seeded_and_scored_in_the_denominator(co
     assert nothing["span_em_n"] == 0 and nothing["muc_rn"] == 0 and nothing["malformed_n"] == 0
 
 
+def test_the_entities_offered_are_ranked_apart_from_new(coref: ModuleType) -> None:
+    """`antecedent_acc`: a model that always scores `[0 new]` highest links nothing (Span-EM 0) yet may rank its
+    mention's own entity first among the others; the metric reads that ranking, against its chance."""
+    long = synthetic_document(3000, seed=5)
+    kit = coref.CorefKit(coref.CorefConfig(asked=12, window=512, stride=256))
+    sample = kit.sample(long, "s", singletons=True, metadata={"target_tokens": 3000})
+    perfect = kit.scorer(sample, _gold_choice(sample))
+    offered = perfect["antecedent_d"]
+    assert 0 < offered < 12  # the "new" stratum's questions have no entity of their own to rank
+    assert perfect["antecedent_n"] == offered
+    assert 0 < perfect["antecedent_chance_n"] < offered  # one over the named candidates, summed
+    # the gold entity second only to [0 new]: no link at all, every entity ranked right
+    parts = []
+    for part in _gold_choice(sample).parts:
+        lp = list(part.data["logprobs"])
+        lp[-1] = 1.0
+        parts.append(Prediction(data={"logprobs": lp}))
+    new_first = kit.scorer(sample, Prediction(parts=tuple(parts)))
+    assert new_first["span_em_n"] == 0 and new_first["antecedent_n"] == offered
+    # failed questions stay in the denominator as misses
+    failed = kit.scorer(sample, Prediction(parts=tuple(Prediction(status="error", error="boom") for _ in parts)))
+    assert failed["antecedent_d"] == offered and failed["antecedent_n"] == 0
+    # a coreference system's clusters carry no ranking: the metric is left out, not scored 0
+    assert "antecedent_d" not in kit.scorer(sample, kit.oracle(sample)).values
+
+
 def test_a_coref_system_gets_one_request_per_document_and_the_same_asked_mentions(coref: ModuleType) -> None:
     task = discover().get("coref_synthetic").build({"asked": 10}, lengths=[2048], seed=0, tokenizer=None)
     sample = next(iter(task.samples()))
