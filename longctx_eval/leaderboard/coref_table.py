@@ -1,5 +1,6 @@
 """A coreference task's read-out beyond its primary metric, per model and length: the CoNLL family and LEA, then
-Span-EM and link recall within one window against across windows, then Span-EM by antecedent distance.
+Span-EM and link recall within one window against across windows, then Span-EM by antecedent distance, then (choice
+mode) how a language model ranks the entities offered apart from `[0 new]`.
 
 The main table shows CoNLL F1 only; what a long-document coreference result is about (does a link that crosses a
 window survive?) would otherwise be computed and shown nowhere. Each cell carries its n (documents with such links)
@@ -25,6 +26,7 @@ WINDOWS = (
     ("link_recall@cross", "link recall cross"),
 )
 DISTANCES = tuple((f"span_em@{label}", f"Span-EM {label}") for _, _, label in BUCKETS)
+RANKING = (("antecedent_acc", "own entity first"), ("antecedent_chance", "chance"))
 VIEWS = (
     (SCORES, "CoNLL F1 and LEA over the document, Span-EM and link recall over its asked anaphors"),
     (
@@ -33,6 +35,11 @@ VIEWS = (
         "lies in the same window, and those whose does not",
     ),  # fmt: skip
     (DISTANCES, "Span-EM by the antecedent's distance in tokens"),
+    (
+        RANKING,
+        "ranked by likelihood, the entities offered with [0 new] set aside: how often a mention's own entity "
+        "scores highest among the candidates that name a mention, and what a blind pick scores",
+    ),  # fmt: skip
 )
 """(columns, what the table reads) per view; a view no shown result reports a metric of is left out."""
 
