@@ -326,10 +326,8 @@ def answers_of(gold: dict, pred: Prediction, mentions: Sequence[Span]) -> tuple[
     answers: dict[int, int | None] = dict.fromkeys(asked)
     malformed = 0
     if gold["mode"] == "choice":
-        for k, (i, options) in enumerate(zip(asked, gold["candidates"], strict=True)):
-            part = parts[k] if k < len(parts) else None
-            usable = part is not None and part.status == "ok" and part.data
-            got = choose(part.data.get("logprobs") if usable else None, options)  # type: ignore[union-attr]
+        for i, options, logprobs in zip(asked, gold["candidates"], choice_logprobs(pred, len(asked)), strict=True):
+            got = choose(logprobs, options)
             if got is False:
                 malformed += 1
             else:
@@ -386,15 +384,21 @@ def system_answered(pred: Prediction) -> bool:
     return any(p.status == "ok" and p.data and "clusters" in p.data for p in (pred.parts or (pred,)))
 
 
-def _antecedents(gold: dict, pred: Prediction, mentions: Sequence[Span], entity: dict) -> dict[str, float]:
-    """`antecedent_counts` of a language model's choice-mode answers (see docs/coref.md, "The entities offered")."""
+def choice_logprobs(pred: Prediction, n: int) -> list[Sequence[float] | None]:
+    """The log-probabilities of each of the `n` asked mentions' requests, None where its part failed or is missing."""
     parts = pred.parts or (pred,)
-    asked = [int(i) for i in gold["asked"]]
-    logprobs = []
-    for k in range(len(asked)):
+    out = []
+    for k in range(n):
         part = parts[k] if k < len(parts) else None
         usable = part is not None and part.status == "ok" and part.data
-        logprobs.append(part.data.get("logprobs") if usable else None)  # type: ignore[union-attr]
+        out.append(part.data.get("logprobs") if usable else None)  # type: ignore[union-attr]
+    return out
+
+
+def _antecedents(gold: dict, pred: Prediction, mentions: Sequence[Span], entity: dict) -> dict[str, float]:
+    """`antecedent_counts` of a language model's choice-mode answers (see docs/coref.md, "The entities offered")."""
+    asked = [int(i) for i in gold["asked"]]
+    logprobs = choice_logprobs(pred, len(asked))
 
     def same(a: int, b: int) -> bool:
         ea = entity.get(mentions[a - 1])
