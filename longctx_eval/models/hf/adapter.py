@@ -295,10 +295,11 @@ class HFCausalLM(ModelAdapter):
         seconds = time.perf_counter() - t0
         return Prediction(prompt_tokens=len(prompt), completion_tokens=0, seconds=seconds, data=data)
 
-    def _prefill_chunk(self, tokens: int, held: int) -> int | None:
-        """Tokens per prefill step for `tokens` after `held` cached ones: `suffix_chunk` after a cached prefix, else
-        `window_chunk` for a model with sliding-window layers (only their window per step), else one step."""
-        chunk = suffix_chunk(tokens, self._attn_implementation) if held else None
+    def _prefill_chunk(self, tokens: int, held: int, suffix: bool = True) -> int | None:
+        """Tokens per prefill step for `tokens` after `held` cached ones: `suffix_chunk` after a cached prefix (unless
+        `suffix` is off), else `window_chunk` for a model with sliding-window layers (only their window per step),
+        else one step."""
+        chunk = suffix_chunk(tokens, self._attn_implementation) if held and suffix else None
         if chunk is None and self._window_chunks:
             chunk = window_chunk(tokens, self._attn_implementation)
         return chunk
@@ -403,10 +404,9 @@ class HFCausalLM(ModelAdapter):
         cached: int | None = None
         if reuse and self.prefix_cache is not None:  # batch of one: no padding, so cached positions line up
             cache_kw[self._cache_kwarg], cached = self.prefix_cache.take(rows[0])
-            if cached and prefill_chunk is None and self.prefix_cache.chunk_suffix:
-                prefill_chunk = suffix_chunk(len(rows[0]) - cached, self._attn_implementation)
-        if prefill_chunk is None and self._window_chunks and len(rows) == 1:  # sliding layers: only their window
-            prefill_chunk = window_chunk(len(rows[0]) - (cached or 0), self._attn_implementation)
+        if prefill_chunk is None and len(rows) == 1:
+            suffix = self.prefix_cache is None or self.prefix_cache.chunk_suffix
+            prefill_chunk = self._prefill_chunk(len(rows[0]) - (cached or 0), cached or 0, suffix)
         if prefill_chunk is not None:
             cache_kw["prefill_chunk_size"] = prefill_chunk
         width = max(len(r) for r in rows)
