@@ -319,10 +319,9 @@ def answers_of(gold: dict, pred: Prediction, mentions: Sequence[Span]) -> tuple[
     clusters when a coreference system answered."""
     asked = [int(i) for i in gold["asked"]]
     parts = pred.parts or (pred,)
-    for part in parts:
-        if part.status == "ok" and part.data and "clusters" in part.data:
-            clusters = [[(int(m[0]), int(m[1])) for m in c] for c in part.data["clusters"]]
-            return cluster_answers(clusters, mentions, asked), 0, clusters
+    clusters = system_clusters(pred)
+    if clusters is not None:
+        return cluster_answers(clusters, mentions, asked), 0, clusters
     answers: dict[int, int | None] = dict.fromkeys(asked)
     malformed = 0
     if gold["mode"] == "choice":
@@ -371,7 +370,7 @@ def score_sample(gold: dict, pred: Prediction) -> Score:
         counts = document_counts(as_spans[0], as_spans[1])
         asked_links = [(x, index[x.anaphor], index[x.antecedent]) for x in links if index[x.anaphor] in answers]
         values = {**counts, **asked_link_counts(asked_links, answers, ent, response)}
-    if gold["mode"] == "choice" and not system_answered(pred):
+    if gold["mode"] == "choice" and system_clusters(pred) is None:
         values.update(_antecedents(gold, pred, mentions, entity_of(gold_clusters)))
     values["conll_doc"] = scores_from_counts(counts)["conll"][2]
     values["malformed_n"], values["asked_d"] = float(malformed), float(len(answers))
@@ -379,9 +378,12 @@ def score_sample(gold: dict, pred: Prediction) -> Score:
     return Score(values, parsed=parsed)
 
 
-def system_answered(pred: Prediction) -> bool:
-    """Whether a coreference system answered (its clusters), rather than a language model per question."""
-    return any(p.status == "ok" and p.data and "clusters" in p.data for p in (pred.parts or (pred,)))
+def system_clusters(pred: Prediction) -> list[list[tuple[int, int]]] | None:
+    """The clusters a coreference system answered with, None where a language model answered per question."""
+    for part in pred.parts or (pred,):
+        if part.status == "ok" and part.data and "clusters" in part.data:
+            return [[(int(m[0]), int(m[1])) for m in c] for c in part.data["clusters"]]
+    return None
 
 
 def choice_logprobs(pred: Prediction, n: int) -> list[Sequence[float] | None]:
